@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install t4bench and everything its runs and tests need on a fresh Debian machine, then write the
+# mini datasets under ./data (or $T4BENCH_DATA_DIR). Idempotent: re-running skips what is done.
+#   scripts/setup.sh          run-time install + datasets
+#   scripts/setup.sh --all    also the test tools, the PostgreSQL server and the Horovod build
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+all=false
+[[ "${1:-}" == "--all" ]] && all=true
+
+debian_packages=(dataset-fashion-mnist trans-de-en)
+$all && debian_packages+=(openmpi-bin libopenmpi-dev postgresql)
+missing=()
+for package in "${debian_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  sudo=""; [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+fi
+
+# compat mode puts src/ on sys.path, which Hydra's plugin discovery (hydra_plugins.*) needs
+python -m pip install -q --disable-pip-version-check -e ".[test]" --config-settings editable_mode=compat
+
+python -m t4bench.data.prepare
+
+if $all && [[ -x scripts/build_horovod.sh ]]; then
+  scripts/build_horovod.sh
+fi

@@ -1,0 +1,106 @@
+"""GNMT v2 (MLPerf Training v0.5 translation, WMT16 En-De; NVIDIA's PyTorch reference design).
+
+Encoder: embedding, a bidirectional LSTM layer, then unidirectional LSTM layers with residual
+connections from the third layer on. Decoder: an LSTM layer whose output queries normalized
+additive (Bahdanau) attention over the encoder outputs; the attention context is concatenated to
+the input of every further decoder LSTM layer (residual from the third on); a linear classifier.
+Data, loss (label smoothing), greedy decoding and BLEU are `t4bench.translation`'s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from t4bench.translation import PAD, TranslationBenchmark
+
+
+class AdditiveAttention(nn.Module):
+    """score(q, k) = g · v/|v| · tanh(W_q q + W_k k + b) (GNMT's normalized Bahdanau attention)."""
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.query = nn.Linear(hidden, hidden, bias=False)
+        self.key = nn.Linear(hidden, hidden, bias=False)
+        self.bias = nn.Parameter(torch.zeros(hidden))
+        self.v = nn.Parameter(torch.empty(hidden).uniform_(-0.1, 0.1))
+        self.g = nn.Parameter(torch.tensor(1.0 / hidden**0.5))
+
+    def forward(self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                pad_mask: torch.Tensor) -> torch.Tensor:
+        # query [B, T, H], keys (already projected) / values [B, S, H], pad_mask [B, S]
+        hidden = torch.tanh(self.query(query).unsqueeze(2) + keys.unsqueeze(1) + self.bias)
+        v = self.g * self.v / self.v.norm()
+        scores = (hidden @ v).masked_fill(pad_mask.unsqueeze(1), float("-inf"))  # [B, T, S]
+        return torch.softmax(scores.float(), dim=-1).to(values.dtype) @ values
+
+
+class GNMT(nn.Module):
+    def __init__(self, vocab_size: int, hidden: int, num_layers: int, dropout: float,
+                 share_embedding: bool = True) -> None:
+        super().__init__()
+        if num_layers < 2:
+            raise ValueError("GNMT needs at least 2 layers (the first encoder layer is bidirectional)")
+        self.dropout = nn.Dropout(dropout)
+        self.src_embed = nn.Embedding(vocab_size, hidden, padding_idx=PAD)
+        self.tgt_embed = self.src_embed if share_embedding else nn.Embedding(vocab_size, hidden, padding_idx=PAD)
+        self.enc_bi = nn.LSTM(hidden, hidden, batch_first=True, bidirectional=True)
+        self.enc = nn.ModuleList(
+            [nn.LSTM(2 * hidden if i == 0 else hidden, hidden, batch_first=True) for i in range(num_layers - 1)]
+        )
+        self.dec_att = nn.LSTM(hidden, hidden, batch_first=True)
+        self.attention = AdditiveAttention(hidden)
+        self.dec = nn.ModuleList([nn.LSTM(2 * hidden, hidden, batch_first=True) for _ in range(num_layers - 1)])
+        self.classifier = nn.Linear(hidden, vocab_size)
+        for name, param in self.named_parameters():
+            if name.startswith(("enc", "dec")):  # the LSTMs, as NVIDIA's GNMT initialises them
+                nn.init.uniform_(param, -0.1, 0.1)
+
+    def encode(self, src: torch.Tensor, src_len: torch.Tensor) -> torch.Tensor:
+        x = self.dropout(self.src_embed(src))
+        packed = pack_padded_sequence(x, src_len.cpu(), batch_first=True, enforce_sorted=False)
+        x, _ = pad_packed_sequence(self.enc_bi(packed)[0], batch_first=True, total_length=src.size(1))
+        for i, layer in enumerate(self.enc):
+            y, _ = layer(self.dropout(x))
+            x = y + x if i >= 1 else y
+        return x
+
+    def decode(self, emb: torch.Tensor, memory: dict[str, torch.Tensor], hidden: list[Any]):
+        """Run the decoder over emb [B, T, H]; returns (logits [B, T, V], new hidden states)."""
+        new_hidden = []
+        x, h = self.dec_att(self.dropout(emb), hidden[0])
+        new_hidden.append(h)
+        context = self.attention(x, memory["keys"], memory["values"], memory["pad_mask"])
+        for i, layer in enumerate(self.dec):
+            y, h = layer(torch.cat([self.dropout(x), context], dim=-1), hidden[i + 1])
+            new_hidden.append(h)
+            x = y + x if i >= 1 else y
+        return self.classifier(self.dropout(x)), new_hidden
+
+    def _memory(self, src: torch.Tensor, src_len: torch.Tensor) -> dict[str, torch.Tensor]:
+        values = self.encode(src, src_len)
+        return {"values": values, "keys": self.attention.key(values), "pad_mask": src == PAD}
+
+    def forward(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        memory = self._memory(src, src_len)
+        logits, _ = self.decode(self.tgt_embed(tgt_in), memory, [None] * (len(self.dec) + 1))
+        return logits
+
+    def start(self, src: torch.Tensor, src_len: torch.Tensor) -> dict[str, Any]:
+        return {"memory": self._memory(src, src_len), "hidden": [None] * (len(self.dec) + 1)}
+
+    def step(self, state: dict[str, Any], prev: torch.Tensor):
+        logits, hidden = self.decode(self.tgt_embed(prev.unsqueeze(1)), state["memory"], state["hidden"])
+        return logits[:, -1], {"memory": state["memory"], "hidden": hidden}
+
+
+class GNMTBenchmark(TranslationBenchmark):
+    name = "gnmt"
+
+    def build_model(self) -> nn.Module:
+        arch = self.model_cfg.arch
+        return GNMT(self.vocab_size, int(arch.hidden), int(arch.num_layers), float(arch.dropout),
+                    bool(arch.get("share_embedding", True)))

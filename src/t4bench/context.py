@@ -1,0 +1,115 @@
+"""What a benchmark may know about the run it is part of: device, precision, rank, data, seeds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+
+@dataclass(frozen=True)
+class RunContext:
+    device: torch.device
+    #: "fp32", "fp16" (autocast + GradScaler) or "bf16" (autocast)
+    precision: str
+    rank: int
+    world_size: int
+    local_rank: int
+    #: the run's `seed`; per-rank streams are derived from it with `rank_seed()`
+    seed: int
+    data_root: Path
+    channels_last: bool = False
+    num_workers: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def amp_dtype(self) -> torch.dtype | None:
+        return {"fp16": torch.float16, "bf16": torch.bfloat16}.get(self.precision)
+
+    def rank_seed(self, stream: int = 0) -> int:
+        """A seed for this rank's private randomness (negative sampling, augmentation)."""
+        return (self.seed * 1_000_003 + self.rank * 7919 + stream) % (2**31 - 1)
+
+    def generator(self, stream: int = 0) -> torch.Generator:
+        return torch.Generator().manual_seed(self.rank_seed(stream))
+
+    def make_loader(
+        self,
+        dataset: Dataset[Any],
+        batch_size: int,
+        *,
+        epoch: int,
+        shuffle: bool = True,
+        drop_last: bool = False,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+    ) -> DataLoader[Any]:
+        """A loader over this rank's shard; the order depends only on (seed, epoch), not on rank count
+        beyond the sharding itself, so every rank sees a disjoint slice of the same permutation."""
+        sampler = DistributedSampler(
+            dataset,
+            num_replicas=self.world_size,
+            rank=self.rank,
+            shuffle=shuffle,
+            seed=self.seed,
+            drop_last=drop_last,
+        )
+        sampler.set_epoch(epoch)
+        return DataLoader(
+            dataset,
+            batch_size=batch_size,
+            sampler=sampler,
+            drop_last=drop_last,
+            collate_fn=collate_fn,
+            num_workers=self.num_workers,
+            pin_memory=self.device.type == "cuda",
+            persistent_workers=False,
+        )
+
+    def shard_indices(self, n: int, *, epoch: int, shuffle: bool = True) -> torch.Tensor:
+        """This rank's indices into `n` items for `epoch` (the DistributedSampler permutation)."""
+        sampler = DistributedSampler(
+            range(n), num_replicas=self.world_size, rank=self.rank, shuffle=shuffle, seed=self.seed
+        )
+        sampler.set_epoch(epoch)
+        return torch.tensor(list(sampler), dtype=torch.long)
+
+    def tensor_batches(
+        self, tensors: Sequence[torch.Tensor], batch_size: int, *, epoch: int, shuffle: bool = True
+    ) -> list[tuple[torch.Tensor, ...]]:
+        """Batches of this rank's shard of equally long tensors, sliced without per-sample
+        collation (which costs more than a small model's step on CPU)."""
+        index = self.shard_indices(len(tensors[0]), epoch=epoch, shuffle=shuffle)
+        shard = [tensor[index] for tensor in tensors]
+        return [
+            tuple(tensor[start : start + batch_size] for tensor in shard)
+            for start in range(0, len(index), batch_size)
+        ]
+
+    def to_device(self, batch: Any) -> Any:
+        """Move a (nested) batch to the device; non-blocking from pinned memory on GPU."""
+        non_blocking = self.device.type == "cuda"
+        if isinstance(batch, torch.Tensor):
+            moved = batch.to(self.device, non_blocking=non_blocking)
+            if self.channels_last and moved.dim() == 4 and moved.is_floating_point():
+                moved = moved.contiguous(memory_format=torch.channels_last)
+            return moved
+        if isinstance(batch, Mapping):
+            return {key: self.to_device(value) for key, value in batch.items()}
+        if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
+            return type(batch)(*(self.to_device(value) for value in batch))
+        if isinstance(batch, Sequence) and not isinstance(batch, str):
+            return type(batch)(self.to_device(value) for value in batch)
+        return batch
+
+
+def chunked(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    """Consecutive slices of `items` of at most `size` (evaluation batches)."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -1,0 +1,1 @@
+"""Dataset preparation (`python -m t4bench.data.prepare`) and loaders shared by benchmarks."""

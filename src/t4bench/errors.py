@@ -1,0 +1,9 @@
+"""User-facing errors: printed as one line, exit status 2, nothing half-written."""
+
+
+class T4BenchError(Exception):
+    """Bad input or a missing prerequisite that the user can fix (dataset path, hardware, extra)."""
+
+
+class DatasetMissingError(T4BenchError):
+    """A configured dataset is not where the config says; the message names the expected files."""

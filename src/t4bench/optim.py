@@ -1,0 +1,43 @@
+"""Optimizers from the `model.optimizer` config node."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+
+def base_lr(cfg: Any, global_batch: int, ref_batch: int) -> float:
+    """The configured LR, linearly scaled with the global batch when `lr_scaling=linear`
+    (ResNet's 0.128 x batch/256 rule: ref_batch=256)."""
+    lr = float(cfg.lr)
+    scaling = str(cfg.get("lr_scaling", "none"))
+    if scaling == "linear":
+        return lr * global_batch / ref_batch
+    if scaling != "none":
+        raise ValueError(f"optimizer.lr_scaling must be none or linear, got {scaling!r}")
+    return lr
+
+
+def build(params: Iterable[Any], cfg: Any, lr: float) -> torch.optim.Optimizer:
+    name = str(cfg.name).lower()
+    weight_decay = float(cfg.get("weight_decay", 0.0))
+    if name in ("adam", "adamw"):
+        cls = torch.optim.AdamW if name == "adamw" else torch.optim.Adam
+        return cls(
+            params,
+            lr=lr,
+            betas=tuple(cfg.get("betas", (0.9, 0.999))),
+            eps=float(cfg.get("eps", 1e-8)),
+            weight_decay=weight_decay,
+        )
+    if name == "sgd":
+        return torch.optim.SGD(
+            params,
+            lr=lr,
+            momentum=float(cfg.get("momentum", 0.0)),
+            nesterov=bool(cfg.get("nesterov", False)),
+            weight_decay=weight_decay,
+        )
+    raise ValueError(f"optimizer.name must be adam, adamw or sgd, got {name!r}")

@@ -1,0 +1,67 @@
+"""Learning-rate schedules whose time axis is a config choice (`schedule.unit`).
+
+Warm-up and decay points are written in epochs *at the reference batch* (`ref_batch_size`, the
+1-GPU global batch). `unit=samples` keeps them at those epochs whatever the global batch is;
+`unit=steps` converts them once into optimizer steps at the reference batch, so with a larger
+global batch (more GPUs) the same step count covers more epochs — how NVIDIA's MLPerf v0.5 GNMT
+decays, and the candidate explanation for the study's GPU-count-dependent epochs-to-converge.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Schedule:
+    unit: str
+    kind: str
+    warmup_epochs: float
+    decay_epochs: Sequence[float]
+    decay_factor: float
+    ref_batch_size: int
+    train_size: int
+
+    def __post_init__(self) -> None:
+        if self.unit not in ("samples", "steps"):
+            raise ValueError(f"schedule.unit must be 'samples' or 'steps', got {self.unit!r}")
+        if self.kind not in ("constant", "step", "inverse_sqrt"):
+            raise ValueError(
+                f"schedule.kind must be constant, step or inverse_sqrt, got {self.kind!r}"
+            )
+
+    def progress(self, samples_seen: int, steps_done: int) -> float:
+        """Training progress in the schedule's unit, expressed as reference-batch epochs."""
+        if self.unit == "samples":
+            return samples_seen / self.train_size
+        # a step counts as one reference batch, however large the real global batch was
+        return steps_done * self.ref_batch_size / self.train_size
+
+    def factor(self, samples_seen: int, steps_done: int) -> float:
+        """Multiplier on the base learning rate after this much training."""
+        t = self.progress(samples_seen, steps_done)
+        warmup = self.warmup_epochs
+        if warmup > 0 and t < warmup:
+            # linear warm-up from a small non-zero LR so the first step already moves
+            return max(t, 1e-3 * warmup) / warmup
+        if self.kind == "inverse_sqrt":
+            return math.sqrt(warmup / t) if warmup > 0 and t > 0 else 1.0
+        if self.kind == "step":
+            passed = sum(1 for point in self.decay_epochs if t >= point)
+            return self.decay_factor**passed
+        return 1.0
+
+
+def from_config(cfg: object, train_size: int) -> Schedule:
+    """Build from the `model.schedule` config node."""
+    return Schedule(
+        unit=str(cfg.unit),  # type: ignore[attr-defined]
+        kind=str(cfg.kind),  # type: ignore[attr-defined]
+        warmup_epochs=float(cfg.warmup_epochs),  # type: ignore[attr-defined]
+        decay_epochs=[float(p) for p in cfg.decay_epochs],  # type: ignore[attr-defined]
+        decay_factor=float(cfg.decay_factor),  # type: ignore[attr-defined]
+        ref_batch_size=int(cfg.ref_batch_size),  # type: ignore[attr-defined]
+        train_size=int(train_size),
+    )

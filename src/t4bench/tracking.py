@@ -1,0 +1,189 @@
+"""MLflow tracking: the one place that knows run names, tags, params and metric names.
+
+Contract (reports, sweeps and the UI depend on these names):
+- params: the resolved config, flattened (`model.lr`, `hw.name`, `seed`, ...)
+- tags: t4bench.model / hw / hw_count / scale / framework / outcome / throughput_unit, versions
+- per-epoch metrics (step = epoch): eval_quality, train_loss, epoch_time_s, throughput
+- summary metrics: epochs_to_converge, time_to_train_s, converged, avg_throughput
+- artifacts: the resolved config YAML and the MLPerf log
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import subprocess
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+from omegaconf import DictConfig, OmegaConf
+
+# MLflow accepts at most this many entries per log_batch call
+_BATCH_LIMIT = 100
+_VERSIONED = ("torch", "torchvision", "mlflow", "hydra-core", "optuna", "nvidia-ml-py", "tensorflow", "horovod")
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """{'model': {'lr': 1}} -> {'model.lr': '1'}; lists stay one value."""
+    flat: dict[str, str] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = str(value)
+    return flat
+
+
+def resolved_config(cfg: DictConfig) -> dict[str, Any]:
+    container = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(container, dict)
+    container.pop("hydra", None)
+    return container  # type: ignore[return-value]
+
+
+def software_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for package in _VERSIONED:
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    versions["t4bench"] = importlib.metadata.version("t4bench")
+    return versions
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def default_run_name(cfg: DictConfig) -> str:
+    return f"{cfg.model.name}-{cfg.scale.name}-{cfg.hw.name}x{cfg.hw.count}-seed{cfg.seed}"
+
+
+def _artifact_location(tracking_uri: str, experiment: str) -> str | None:
+    """Beside the SQLite file, so runs and artifacts move together; a server decides for itself."""
+    if tracking_uri.startswith("sqlite:///"):
+        db = Path(tracking_uri.removeprefix("sqlite:///"))
+        return (db.parent / "mlartifacts" / experiment).resolve().as_uri()
+    return None
+
+
+class RunTracker:
+    """One MLflow run. Only rank 0 holds an enabled tracker; the others get `RunTracker.disabled()`."""
+
+    def __init__(self, tracking_uri: str | None, run_id: str | None = None) -> None:
+        self.tracking_uri = tracking_uri
+        self.client = MlflowClient(tracking_uri) if tracking_uri else None
+        self.run_id = run_id
+
+    @classmethod
+    def disabled(cls) -> RunTracker:
+        return cls(None)
+
+    @property
+    def enabled(self) -> bool:
+        return self.client is not None
+
+    def ensure_experiment(self, name: str) -> str:
+        assert self.client is not None and self.tracking_uri is not None
+        found = self.client.get_experiment_by_name(name)
+        if found is not None:
+            return found.experiment_id
+        try:
+            return self.client.create_experiment(
+                name, artifact_location=_artifact_location(self.tracking_uri, name)
+            )
+        except Exception:  # another process created it in between (parallel sweep workers)
+            found = self.client.get_experiment_by_name(name)
+            if found is None:
+                raise
+            return found.experiment_id
+
+    def start(self, cfg: DictConfig, tags: Mapping[str, str]) -> str:
+        """Create the run (or adopt `self.run_id` made by a launcher) and log config + tags."""
+        if self.client is None:
+            return ""
+        if self.run_id is None:
+            experiment_id = self.ensure_experiment(str(cfg.tracking.experiment))
+            run = self.client.create_run(
+                experiment_id,
+                run_name=str(cfg.tracking.run_name or default_run_name(cfg)),
+                tags=dict(tags),
+            )
+            self.run_id = run.info.run_id
+        else:
+            self.set_tags(tags)
+        params = flatten(resolved_config(cfg))
+        self._log_batch(params=[Param(k, v[:6000]) for k, v in sorted(params.items())])
+        return self.run_id
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        self._log_batch(tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None:
+        now = int(time.time() * 1000)
+        self._log_batch(metrics=[Metric(k, float(v), now, step) for k, v in metrics.items()])
+
+    def log_epoch(self, epoch: int, metrics: Mapping[str, float]) -> None:
+        self.log_metrics(metrics, step=epoch)
+
+    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        if self.client is not None and self.run_id and path.exists():
+            self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def end(self, status: str) -> None:
+        """FINISHED, FAILED or KILLED — never left RUNNING."""
+        if self.client is not None and self.run_id:
+            self.client.set_terminated(self.run_id, status=status)
+
+    def _log_batch(
+        self,
+        metrics: list[Metric] | None = None,
+        params: list[Param] | None = None,
+        tags: list[RunTag] | None = None,
+    ) -> None:
+        if self.client is None or not self.run_id:
+            return
+        for entries, kind in ((metrics, "metrics"), (params, "params"), (tags, "tags")):
+            entries = entries or []
+            for start in range(0, len(entries), _BATCH_LIMIT):
+                self.client.log_batch(self.run_id, **{kind: entries[start : start + _BATCH_LIMIT]})
+
+
+def contract_tags(cfg: DictConfig, throughput_unit: str) -> dict[str, str]:
+    tags = {
+        "t4bench.model": str(cfg.model.name),
+        "t4bench.hw": str(cfg.hw.name),
+        "t4bench.hw_count": str(cfg.hw.count),
+        "t4bench.scale": str(cfg.scale.name),
+        "t4bench.data": "synthetic" if cfg.data.synthetic else "real",
+        "t4bench.framework": str(cfg.model.framework),
+        "t4bench.throughput_unit": throughput_unit,
+        "t4bench.seed": str(cfg.seed),
+        "t4bench.outcome": "running",
+    }
+    tags.update({f"t4bench.version.{k}": v for k, v in software_versions().items()})
+    commit = git_commit()
+    if commit:
+        tags["mlflow.source.git.commit"] = commit
+    if cfg.tracking.sweep_id:
+        tags["t4bench.sweep_id"] = str(cfg.tracking.sweep_id)
+    if cfg.tracking.parent_run_id:
+        tags["mlflow.parentRunId"] = str(cfg.tracking.parent_run_id)
+    tags.update({str(k): str(v) for k, v in (cfg.tracking.tags or {}).items()})
+    return tags
