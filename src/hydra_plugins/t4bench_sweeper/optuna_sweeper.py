@@ -1,0 +1,40 @@
+"""`hydra/sweeper=optuna`: Optuna 5 behind Hydra's sweeper interface (conf/hydra/sweeper/optuna.yaml).
+
+Thin: the study loop is t4bench.sweep.study.OptunaStudyRunner; this class adapts it to Hydra."""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+from hydra.core.plugins import Plugins
+from hydra.plugins.launcher import Launcher
+from hydra.plugins.sweeper import Sweeper
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf
+
+
+class T4OptunaSweeper(Sweeper):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__()
+        self.sweeper_cfg = kwargs
+        self.hydra_context: Optional[HydraContext] = None
+        self.config: Optional[DictConfig] = None
+        self.launcher: Optional[Launcher] = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.hydra_context = hydra_context
+        self.config = config
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
+
+    def sweep(self, arguments: List[str]) -> Any:
+        from t4bench.sweep.study import OptunaStudyRunner
+
+        assert self.config is not None and self.launcher is not None
+        cfg = OmegaConf.select(self.config, "hydra.sweeper")
+        # the resolved sweeper node (study_name may interpolate the model name); sampler and pruner
+        # stay DictConfigs for hydra.utils.instantiate
+        resolved = {k: cfg[k] for k in cfg if k not in ("_target_",)}
+        runner = OptunaStudyRunner(resolved, self.config, self.launcher, arguments)
+        return runner.run()

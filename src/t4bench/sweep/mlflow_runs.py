@@ -1,0 +1,131 @@
+"""MLflow layout of a sweep.
+
+    sweep parent run   tags t4bench.sweep_id=<id>, t4bench.sweep_role=parent, t4bench.sweep_kind
+      trial run        (Optuna sweeps) mlflow.parentRunId=<parent>, t4bench.sweep_role=trial,
+                       t4bench.trial_number, t4bench.optuna.state; params = the trial's parameters
+        seed run       the training run itself: mlflow.parentRunId=<trial or parent>,
+                       t4bench.sweep_id=<id> (set through tracking.parent_run_id / tracking.sweep_id)
+
+Training runs carry no t4bench.sweep_role tag; that is how summaries find them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+ROLE = "t4bench.sweep_role"
+SWEEP_ID = "t4bench.sweep_id"
+PARENT = "mlflow.parentRunId"
+
+
+def client(uri: str) -> Any:
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(uri)
+
+
+def experiment_id(uri: str, name: str) -> str:
+    from t4bench.tracking import RunTracker
+
+    return RunTracker(uri).ensure_experiment(name)
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "\\'") + "'"
+
+
+def find_runs(mlflow: Any, exp_id: str, sweep_id: str, role: str | None) -> list[Any]:
+    query = f"tags.`{SWEEP_ID}` = {_quote(sweep_id)}"
+    if role is not None:
+        query += f" and tags.`{ROLE}` = {_quote(role)}"
+    runs: list[Any] = []
+    token = None
+    while True:
+        page = mlflow.search_runs([exp_id], filter_string=query, max_results=1000, page_token=token)
+        runs.extend(page)
+        token = getattr(page, "token", None)
+        if not token:
+            break
+    if role is None:
+        runs = [r for r in runs if ROLE not in r.data.tags]
+    return runs
+
+
+def get_or_create_parent(
+    mlflow: Any, exp_id: str, sweep_id: str, kind: str, run_name: str, tags: Mapping[str, str] | None = None
+) -> str:
+    """The sweep's parent run: found by tag when the sweep is resumed, else created."""
+    found = find_runs(mlflow, exp_id, sweep_id, "parent")
+    if found:
+        run_id = found[0].info.run_id
+        if found[0].info.status != "RUNNING":
+            mlflow.update_run(run_id, status="RUNNING")
+        return str(run_id)
+    run = mlflow.create_run(
+        exp_id,
+        run_name=run_name,
+        tags={SWEEP_ID: sweep_id, ROLE: "parent", "t4bench.sweep_kind": kind, **dict(tags or {})},
+    )
+    return str(run.info.run_id)
+
+
+def create_child(
+    mlflow: Any, exp_id: str, parent_id: str, sweep_id: str, role: str, run_name: str, tags: Mapping[str, str]
+) -> str:
+    run = mlflow.create_run(
+        exp_id,
+        run_name=run_name,
+        tags={SWEEP_ID: sweep_id, ROLE: role, PARENT: parent_id, **{k: str(v) for k, v in tags.items()}},
+    )
+    return str(run.info.run_id)
+
+
+def log_metrics(mlflow: Any, run_id: str, metrics: Mapping[str, float], step: int = 0) -> None:
+    import time
+
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    entries = [Metric(k, float(v), now, step) for k, v in metrics.items() if v is not None]
+    for start in range(0, len(entries), 100):
+        mlflow.log_batch(run_id, metrics=entries[start : start + 100])
+
+
+def set_tags(mlflow: Any, run_id: str, tags: Mapping[str, Any]) -> None:
+    from mlflow.entities import RunTag
+
+    entries = [RunTag(k, str(v)[:5000]) for k, v in tags.items()]
+    for start in range(0, len(entries), 100):
+        mlflow.log_batch(run_id, tags=entries[start : start + 100])
+
+
+def log_params(mlflow: Any, run_id: str, params: Mapping[str, Any]) -> None:
+    from mlflow.entities import Param
+
+    entries = [Param(k, str(v)[:6000]) for k, v in params.items()]
+    for start in range(0, len(entries), 100):
+        mlflow.log_batch(run_id, params=entries[start : start + 100])
+
+
+def run_result(run: Any) -> dict[str, Any]:
+    """A training run as the task function's result dict (from its MLflow metrics and tags)."""
+    metrics, tags = run.data.metrics, run.data.tags
+    result: dict[str, Any] = {
+        "outcome": tags.get("t4bench.outcome", "unknown"),
+        "run_id": run.info.run_id,
+        "seed": int(tags["t4bench.seed"]) if tags.get("t4bench.seed", "").lstrip("-").isdigit() else None,
+        "status": run.info.status,
+    }
+    for key in ("epochs_to_converge", "epochs_run", "time_to_train_s", "converged", "avg_throughput"):
+        result[key] = float(metrics.get(key, math.nan))
+    result.update({k: v for k, v in metrics.items() if k.startswith("eval_")})
+    return result
+
+
+def seed_results(mlflow: Any, exp_id: str, sweep_id: str) -> list[dict[str, Any]]:
+    """All training runs of a sweep that finished (FINISHED status), oldest first."""
+    runs = [r for r in find_runs(mlflow, exp_id, sweep_id, None) if r.info.status == "FINISHED"]
+    runs.sort(key=lambda r: r.info.start_time or 0)
+    return [run_result(r) for r in runs]

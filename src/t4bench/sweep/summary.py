@@ -1,0 +1,200 @@
+"""Seed-sweep summary: a Hydra callback for `--multirun` with the basic sweeper, and a CLI.
+
+    python -m t4bench --multirun model=ncf seed='range(0,10)'
+
+on_multirun_start creates the sweep's MLflow parent run and exports T4BENCH_SWEEP_ID /
+T4BENCH_PARENT_RUN_ID, which every job's `tracking.sweep_id` / `tracking.parent_run_id` read, so
+the runs nest under the parent. on_multirun_end collects the sweep's training runs from MLflow and
+records on the parent the distribution of epochs_to_converge, time_to_train_s and epochs_run
+(mean, std, min, max, cv, converged fraction, olympic mean); it writes summary.json and
+summary.md into the sweep directory and prints the table. With the t4bench Optuna sweeper the
+callback does nothing (the sweeper keeps its own parent run and per-trial summaries).
+
+    python -m t4bench.sweep.summary --sweep-id ID [--experiment t4bench-ncf] [--tracking-uri URI]
+
+prints the same summary for any sweep id afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import math
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from t4bench.sweep import stats
+
+ENV_SWEEP_ID = "T4BENCH_SWEEP_ID"
+ENV_PARENT = "T4BENCH_PARENT_RUN_ID"
+
+
+def _is_t4bench_optuna(config: DictConfig) -> bool:
+    target = str(OmegaConf.select(config, "hydra.sweeper._target_", default="") or "")
+    return target.startswith("hydra_plugins.t4bench_sweeper")
+
+
+def ensure_hydra_config(config: DictConfig) -> None:
+    """`${hydra:...}` interpolations in the task config (tracking.uri uses hydra:runtime.cwd) need
+    HydraConfig, which Hydra sets only per job; multirun-level callbacks and sweepers resolve
+    them before any job ran."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        HydraConfig.instance().set_config(config)
+
+
+def default_sweep_id(config: DictConfig) -> str:
+    explicit = OmegaConf.select(config, "tracking.sweep_id", default=None)
+    if explicit:
+        return str(explicit)
+    return f"{config.model.name}:{Path(str(config.hydra.sweep.dir)).as_posix()}"
+
+
+def summarize(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    return {
+        "n_runs": len(results),
+        "outcomes": stats.outcome_counts(results),
+        "distributions": stats.describe_runs(results),
+        "runs": [
+            {k: r.get(k) for k in ("seed", "outcome", "epochs_to_converge", "epochs_run", "time_to_train_s", "run_id")}
+            for r in results
+        ],
+    }
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def render(summary: Mapping[str, Any], title: str) -> str:
+    dists = summary["distributions"]
+    lines = [
+        stats.format_table(dists, title=title),
+        "outcomes: " + ", ".join(f"{k}={v}" for k, v in sorted(summary["outcomes"].items())),
+        "per seed (seed: epochs_to_converge): "
+        + ", ".join(
+            f"{r['seed']}:{'-' if not math.isfinite(r['epochs_to_converge'] or math.nan) else int(r['epochs_to_converge'])}"
+            for r in summary["runs"]
+        ),
+    ]
+    return "\n".join(lines)
+
+
+def record(
+    mlflow: Any, parent_id: str, summary: Mapping[str, Any], out_dir: Path | None, title: str
+) -> str:
+    """Log the summary on the parent run (metrics, tags, artifacts) and write it to out_dir."""
+    from t4bench.sweep import mlflow_runs
+
+    text = render(summary, title)
+    metrics = {k: v for k, v in stats.flat_metrics(summary["distributions"]).items()}
+    metrics["n_runs"] = float(summary["n_runs"])
+    mlflow_runs.log_metrics(mlflow, parent_id, metrics)
+    mlflow_runs.set_tags(
+        mlflow, parent_id, {f"t4bench.outcomes.{k}": v for k, v in summary["outcomes"].items()}
+    )
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "summary.json").write_text(json.dumps(_json_safe(dict(summary)), indent=2))
+        (out_dir / "summary.md").write_text(f"```\n{text}\n```\n")
+        for name in ("summary.json", "summary.md"):
+            mlflow.log_artifact(parent_id, str(out_dir / name))
+    return text
+
+
+class SweepSummaryCallback(Callback):
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.parent_id: str | None = None
+        self.sweep_id: str | None = None
+        self._saved_env: dict[str, str | None] = {}
+        self._mlflow: Any = None
+        self._finished = False
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if not self.enabled or _is_t4bench_optuna(config):
+            return
+        from t4bench.sweep import mlflow_runs
+
+        ensure_hydra_config(config)
+        uri = str(config.tracking.uri)
+        self._mlflow = mlflow_runs.client(uri)
+        self.exp_id = mlflow_runs.experiment_id(uri, str(config.tracking.experiment))
+        self.sweep_id = default_sweep_id(config)
+        self.sweep_dir = Path(str(config.hydra.sweep.dir))
+        self.parent_id = mlflow_runs.get_or_create_parent(
+            self._mlflow,
+            self.exp_id,
+            self.sweep_id,
+            kind="seeds",
+            run_name=f"sweep-{self.sweep_id.replace('/', '_')}",
+            tags={"t4bench.model": str(config.model.name)},
+        )
+        overrides = list(OmegaConf.to_container(config.hydra.overrides.task, resolve=False) or [])  # type: ignore[arg-type]
+        mlflow_runs.set_tags(self._mlflow, self.parent_id, {"t4bench.sweep_overrides": " ".join(map(str, overrides))})
+        for key, value in ((ENV_SWEEP_ID, self.sweep_id), (ENV_PARENT, self.parent_id)):
+            self._saved_env[key] = os.environ.get(key)
+            os.environ[key] = value
+        atexit.register(self._finish, "FAILED")
+        print(f"[t4bench] sweep {self.sweep_id}: MLflow parent run {self.parent_id}", flush=True)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if self.parent_id is None:
+            return
+        self._finish("FINISHED")
+
+    def _finish(self, status: str) -> None:
+        if self._finished or self.parent_id is None:
+            return
+        self._finished = True
+        from t4bench.sweep import mlflow_runs
+
+        try:
+            results = mlflow_runs.seed_results(self._mlflow, self.exp_id, str(self.sweep_id))
+            summary = summarize(results)
+            text = record(self._mlflow, self.parent_id, summary, self.sweep_dir, f"sweep {self.sweep_id}")
+            print(text, flush=True)
+        finally:
+            self._mlflow.set_terminated(self.parent_id, status=status)
+            for key, value in self._saved_env.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from t4bench.sweep import mlflow_runs
+
+    parser = argparse.ArgumentParser(prog="python -m t4bench.sweep.summary", description=__doc__.split("\n")[0])
+    parser.add_argument("--sweep-id", required=True)
+    parser.add_argument("--experiment", default="t4bench-ncf")
+    parser.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", f"sqlite:///{Path.cwd() / 'mlflow.db'}"))
+    parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    args = parser.parse_args(argv)
+    mlflow = mlflow_runs.client(args.tracking_uri)
+    exp = mlflow.get_experiment_by_name(args.experiment)
+    if exp is None:
+        print(f"no experiment {args.experiment!r} in {args.tracking_uri}", file=sys.stderr)
+        return 2
+    summary = summarize(mlflow_runs.seed_results(mlflow, exp.experiment_id, args.sweep_id))
+    print(json.dumps(_json_safe(summary), indent=2) if args.json else render(summary, f"sweep {args.sweep_id}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
