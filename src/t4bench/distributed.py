@@ -1,64 +1,126 @@
 """Collective helpers the loop uses; all are no-ops in a single process.
 
-Process-group setup and rank launching live in `t4bench.launch`; this module only talks to an
-already-initialised group, so the loop reads the same with 1 or N ranks.
+Two backends sit behind the same functions: torch.distributed (DDP; NCCL on GPUs, gloo on CPU) and
+Horovod (`dist=horovod`: `hvd.DistributedOptimizer` reduces gradients, rank 0's initial parameters
+and optimizer state are broadcast). Process-group setup and rank launching live in
+`t4bench.launch`; this module only talks to an already-initialised group, so the loop reads the
+same with 1 or N ranks and with either backend.
 """
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 
+from t4bench.errors import T4BenchError
+
 T = TypeVar("T")
+
+HOROVOD_INSTALL_HINT = (
+    "dist=horovod needs Horovod with PyTorch support, which is not installed: build it with "
+    "`scripts/build_horovod.sh` (horovod 0.28.1 from the PyPI sdist with the C++17/20 build fix; "
+    "needs cmake, g++, openmpi-bin, libopenmpi-dev; ~6 min), or use dist=ddp"
+)
+
+#: horovod.torch once `use_horovod` ran (dist=horovod), else None
+_hvd: ModuleType | None = None
+#: Horovod compression for DistributedOptimizer ("none" | "fp16")
+_hvd_compression = "none"
+
+
+def import_horovod() -> ModuleType:
+    try:
+        import horovod.torch as hvd
+    except ImportError as err:
+        raise T4BenchError(f"{HOROVOD_INSTALL_HINT} ({err})") from err
+    return hvd
+
+
+def use_horovod(hvd: ModuleType | None, compression: str = "none") -> None:
+    """Route every helper through Horovod (called by `launch.init_process_group` after hvd.init)."""
+    global _hvd, _hvd_compression
+    _hvd, _hvd_compression = hvd, compression
+
+
+def backend() -> str:
+    if _hvd is not None:
+        return "horovod"
+    if active():
+        return str(dist.get_backend())
+    return "none"
 
 
 def active() -> bool:
+    if _hvd is not None:
+        return True
     return dist.is_available() and dist.is_initialized()
 
 
 def rank() -> int:
+    if _hvd is not None:
+        return int(_hvd.rank())
     return dist.get_rank() if active() else 0
 
 
 def world_size() -> int:
+    if _hvd is not None:
+        return int(_hvd.size())
     return dist.get_world_size() if active() else 1
 
 
-def _reduce(values: list[float], op: Any, device: torch.device) -> list[float]:
-    if not active():
-        return list(values)
+def _reduce(values: list[float], op: str, device: torch.device) -> list[float]:
+    if not active() or world_size() == 1:
+        return [float(v) for v in values]
+    if _hvd is not None:
+        tensor = torch.tensor(values, dtype=torch.float64)  # Horovod CPU ops; the values are tiny
+        hvd_op = _hvd.Sum if op == "sum" else _hvd.Max
+        return _hvd.allreduce(tensor, op=hvd_op, name=f"t4bench.reduce_{op}").tolist()
     tensor = torch.tensor(values, dtype=torch.float64, device=device)
-    dist.all_reduce(tensor, op=op)
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
     return tensor.tolist()
 
 
 def all_reduce_sum(values: list[float], device: torch.device) -> list[float]:
-    return _reduce(values, dist.ReduceOp.SUM, device)
+    return _reduce(values, "sum", device)
 
 
 def all_reduce_max(values: list[float], device: torch.device) -> list[float]:
-    return _reduce(values, dist.ReduceOp.MAX, device)
+    return _reduce(values, "max", device)
 
 
 def broadcast_object(obj: T, src: int = 0) -> T:
-    """Rank `src`'s object on every rank (eval metrics, the MLflow run id)."""
-    if not active():
+    """Rank `src`'s object on every rank (eval metrics, the MLflow run id, the output dir)."""
+    if not active() or world_size() == 1:
         return obj
+    if _hvd is not None:
+        return _hvd.broadcast_object(obj, root_rank=src)  # type: ignore[no-any-return]
     holder = [obj]
     dist.broadcast_object_list(holder, src=src)
     return holder[0]
 
 
 def barrier() -> None:
-    if active():
+    if not active() or world_size() == 1:
+        return
+    if _hvd is not None:
+        _hvd.barrier()
+    else:
         dist.barrier()
 
 
 def wrap_for_data_parallel(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
-    """DDP around the model when several ranks train; the bare model otherwise."""
+    """DDP around the model when several ranks train; the bare model otherwise.
+
+    With Horovod the model stays bare (the optimizer reduces gradients) and rank 0's initial
+    parameters and buffers are broadcast here, so every replica starts identical.
+    """
     if not active() or world_size() == 1:
+        return model
+    if _hvd is not None:
+        _hvd.broadcast_parameters(model.state_dict(), root_rank=0)
         return model
     from torch.nn.parallel import DistributedDataParallel
 
@@ -71,5 +133,38 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def wrap_optimizer(optimizer: torch.optim.Optimizer, model: torch.nn.Module) -> torch.optim.Optimizer:
-    """Hook for backends that reduce gradients in the optimizer (Horovod); DDP needs nothing."""
-    return optimizer
+    """Horovod: `hvd.DistributedOptimizer` (allreduce of gradients, averaged) and a broadcast of
+    rank 0's optimizer state. DDP reduces in backward and needs nothing."""
+    if _hvd is None or world_size() == 1:
+        return optimizer
+    compression = _hvd.Compression.fp16 if _hvd_compression == "fp16" else _hvd.Compression.none
+    wrapped = _hvd.DistributedOptimizer(
+        optimizer, named_parameters=unwrap(model).named_parameters(), compression=compression
+    )
+    _hvd.broadcast_optimizer_state(wrapped, root_rank=0)
+    return wrapped  # type: ignore[no-any-return]
+
+
+def scaler_step(scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer) -> None:
+    """`scaler.step(optimizer); scaler.update()` that is also right for Horovod with fp16:
+    gradients must be reduced (synchronize) before the scaler unscales and checks them."""
+    if _hvd is not None and scaler.is_enabled() and hasattr(optimizer, "synchronize"):
+        optimizer.synchronize()
+        scaler.unscale_(optimizer)
+        with optimizer.skip_synchronize():
+            scaler.step(optimizer)
+    else:
+        scaler.step(optimizer)
+    scaler.update()
+
+
+def shutdown() -> None:
+    """Leave the group (end of a rank); safe to call when none was joined."""
+    global _hvd
+    if _hvd is not None:
+        try:
+            _hvd.shutdown()
+        finally:
+            _hvd = None
+    elif dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
