@@ -27,7 +27,7 @@ class MLPerfLog:
         run_logger.setLevel(logging.INFO)
         self._handler = logging.FileHandler(path)
         run_logger.addHandler(self._handler)
-        mllog.config(logger=run_logger, default_stack_offset=2)
+        mllog.config(logger=run_logger, default_stack_offset=1)
         self._logger = mllog.get_mllogger()
         self.event(constants.SUBMISSION_BENCHMARK, benchmark)
         self.event(constants.SUBMISSION_ORG, "t4bench")

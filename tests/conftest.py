@@ -1,0 +1,106 @@
+"""Shared fixtures: run the real `python -m t4bench` in a subprocess against a throwaway MLflow
+store, compose configs without running them, and skip GPU-only tests on CPU hosts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CONF_DIR = REPO / "conf"
+DATA_ROOT = Path(os.environ.get("T4BENCH_DATA_DIR", REPO / "data")).resolve()
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-gpu", action="store_true", help="run @pytest.mark.gpu tests")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--run-gpu") and cuda_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (run with --run-gpu on a GPU host)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def tracking_uri(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+
+RunT4bench = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def run_t4bench(tmp_path: Path, tracking_uri: str) -> RunT4bench:
+    """`run_t4bench("model=ncf", "seed=3", check=True)` -> CompletedProcess (text, captured)."""
+
+    def run(
+        *overrides: str,
+        check: bool = True,
+        module: Sequence[str] = ("-m", "t4bench"),
+        env: dict[str, str] | None = None,
+        timeout: float = 900,
+    ) -> subprocess.CompletedProcess[str]:
+        full_env = {
+            **os.environ,
+            "MLFLOW_TRACKING_URI": tracking_uri,
+            "T4BENCH_DATA_DIR": str(DATA_ROOT),
+            "PYTHONUNBUFFERED": "1",
+            **(env or {}),
+        }
+        has_dir = any(o.startswith(("hydra.run.dir=", "hydra.sweep.dir=")) for o in overrides)
+        extra = [] if has_dir else [f"hydra.run.dir={tmp_path / 'run'}", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+        proc = subprocess.run(
+            [sys.executable, *module, *overrides, *extra],
+            cwd=tmp_path,
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"t4bench {' '.join(overrides)} exited {proc.returncode}\n"
+                f"--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-4000:]}"
+            )
+        return proc
+
+    return run
+
+
+@pytest.fixture
+def mlflow_client(tracking_uri: str):  # type: ignore[no-untyped-def]
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri)
+
+
+def all_runs(client, experiment: str):  # type: ignore[no-untyped-def]
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return []
+    return client.search_runs([found.experiment_id], max_results=1000)
+
+
+def compose(overrides: Sequence[str] = ()):  # type: ignore[no-untyped-def]
+    """The composed config for `overrides`, as `python -m t4bench` would see it."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=list(overrides), return_hydra_config=True)

@@ -1,0 +1,137 @@
+"""NCF mini end to end on the real MovieLens-100k data: the MLflow contract and how runs end."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA_ROOT, all_runs
+
+EXPERIMENT = "t4bench-ncf"
+CONTRACT_TAGS = (
+    "t4bench.model", "t4bench.hw", "t4bench.hw_count", "t4bench.scale", "t4bench.framework",
+    "t4bench.outcome", "t4bench.throughput_unit", "t4bench.version.torch", "t4bench.version.mlflow",
+)
+EPOCH_METRICS = ("eval_quality", "train_loss", "epoch_time_s", "throughput")
+SUMMARY_METRICS = ("epochs_to_converge", "time_to_train_s", "converged", "avg_throughput")
+
+
+def only_run(client):  # type: ignore[no-untyped-def]
+    runs = all_runs(client, EXPERIMENT)
+    assert len(runs) == 1, [r.info.run_name for r in runs]
+    return runs[0]
+
+
+def test_default_run_converges_with_the_full_contract(run_t4bench, mlflow_client, tmp_path: Path) -> None:
+    proc = run_t4bench("model=ncf", "hw=cpu", "seed=3")
+    assert "converged" in proc.stdout and "time_to_train_s" in proc.stdout
+    run = only_run(mlflow_client)
+    assert run.info.status == "FINISHED"
+    assert run.info.run_name == "ncf-mini-cpux1-seed3"
+    tags = run.data.tags
+    for tag in CONTRACT_TAGS:
+        assert tag in tags, tag
+    assert tags["t4bench.outcome"] == "converged"
+    assert tags["t4bench.throughput_unit"] == "samples/s"
+    params = run.data.params
+    assert params["seed"] == "3" and params["hw.name"] == "cpu"
+    assert params["model.optimizer.lr"] == "0.001"
+    assert params["model.target.hr_at_10"] == "0.66"
+    for metric in SUMMARY_METRICS:
+        assert metric in run.data.metrics, metric
+    epochs = int(run.data.metrics["epochs_to_converge"])
+    assert run.data.metrics["converged"] == 1.0
+    for metric in EPOCH_METRICS:
+        history = mlflow_client.get_metric_history(run.info.run_id, metric)
+        assert [point.step for point in history] == list(range(1, epochs + 1)), metric
+    quality = [p.value for p in mlflow_client.get_metric_history(run.info.run_id, "eval_quality")]
+    # stopped at the first epoch that reached the target, not later
+    assert quality[-1] >= 0.66 and all(q < 0.66 for q in quality[:-1])
+    artifacts = {a.path for a in mlflow_client.list_artifacts(run.info.run_id)}
+    assert {"resolved_config.yaml", "mlperf.log"} <= artifacts
+    mllog = Path(mlflow_client.download_artifacts(run.info.run_id, "mlperf.log", str(tmp_path))).read_text()
+    keys = [line.split('"key": "')[1].split('"')[0] for line in mllog.splitlines() if ":::MLLOG" in line]
+    for key in ("init_start", "init_stop", "run_start", "epoch_start", "eval_accuracy", "run_stop",
+                "seed", "global_batch_size", "train_samples", "submission_benchmark"):
+        assert key in keys, key
+    assert '"status": "success"' in mllog.splitlines()[-1]
+
+
+def test_same_seed_same_metrics(run_t4bench, mlflow_client) -> None:
+    for _ in range(2):
+        run_t4bench("seed=11", "max_epochs=2", "model.target.hr_at_10=0.99")
+    runs = all_runs(mlflow_client, EXPERIMENT)
+    histories = [
+        [p.value for p in mlflow_client.get_metric_history(r.info.run_id, "eval_quality")] for r in runs
+    ]
+    assert len(histories) == 2 and len(histories[0]) == 2
+    assert histories[0] == histories[1]
+    losses = [r.data.metrics["train_loss"] for r in runs]
+    assert losses[0] == losses[1]
+
+
+def test_target_not_reached_is_not_converged(run_t4bench, mlflow_client) -> None:
+    run_t4bench("max_epochs=1", "model.target.hr_at_10=0.99")
+    run = only_run(mlflow_client)
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["t4bench.outcome"] == "not_converged"
+    assert run.data.metrics["converged"] == 0.0
+    assert math.isnan(run.data.metrics["epochs_to_converge"])
+
+
+def test_exception_ends_the_run_failed(run_t4bench, mlflow_client) -> None:
+    proc = run_t4bench(
+        "+callbacks.fail._target_=t4bench.faults.RaiseAtEpoch", "+callbacks.fail.epoch=1",
+        "model.target.hr_at_10=0.99", check=False,
+    )
+    assert proc.returncode != 0
+    assert "InjectedFault" in proc.stderr
+    run = only_run(mlflow_client)
+    assert run.info.status == "FAILED"
+    assert run.data.tags["t4bench.outcome"] == "failed"
+
+
+def test_sigterm_ends_the_run_killed(tmp_path: Path, tracking_uri: str, mlflow_client) -> None:
+    env = {**os.environ, "MLFLOW_TRACKING_URI": tracking_uri, "T4BENCH_DATA_DIR": str(DATA_ROOT),
+           "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "t4bench", "model.target.hr_at_10=0.99", "max_epochs=50",
+         f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:  # wait until training is under way
+        if line.startswith("epoch"):
+            break
+    proc.send_signal(signal.SIGTERM)
+    output = proc.communicate(timeout=120)[0]
+    assert proc.returncode != 0, output
+    run = only_run(mlflow_client)
+    assert run.info.status == "KILLED"
+    assert run.data.tags["t4bench.outcome"] == "killed"
+
+
+def test_reference_without_dataset_fails_fast_with_one_line(run_t4bench, mlflow_client, tmp_path: Path) -> None:
+    proc = run_t4bench("scale=reference", check=False, env={"T4BENCH_ML20M_DIR": str(tmp_path / "nowhere")})
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("t4bench: error:") and "ratings.csv" in lines[0]
+    assert all_runs(mlflow_client, EXPERIMENT) == []
+
+
+def test_synthetic_mode_logs_throughput_only(run_t4bench, mlflow_client) -> None:
+    run_t4bench("data=synthetic", "data.steps=3", "data.warmup_steps=1", "model.batch_size=8192")
+    run = only_run(mlflow_client)
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["t4bench.outcome"] == "throughput_only"
+    assert run.data.tags["t4bench.data"] == "synthetic"
+    assert run.data.params["model.arch.gmf_factors"] == "64"
+    assert run.data.metrics["throughput"] > 0
+    assert "eval_quality" not in run.data.metrics

@@ -1,0 +1,58 @@
+"""schedule.unit: what stays fixed when the global batch (GPU count) changes."""
+
+from __future__ import annotations
+
+import pytest
+
+from t4bench.schedule import Schedule
+
+TRAIN = 10_000
+REF_BATCH = 100
+
+
+def step_schedule(unit: str) -> Schedule:
+    return Schedule(
+        unit=unit, kind="step", warmup_epochs=1.0, decay_epochs=[4.0, 6.0], decay_factor=0.5,
+        ref_batch_size=REF_BATCH, train_size=TRAIN,
+    )
+
+
+def lr_at_epoch(schedule: Schedule, epoch: float, global_batch: int) -> float:
+    samples = int(epoch * TRAIN)
+    return schedule.factor(samples_seen=samples, steps_done=samples // global_batch)
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 4])
+def test_samples_unit_keeps_decay_at_the_same_epoch(gpus: int) -> None:
+    schedule = step_schedule("samples")
+    batch = REF_BATCH * gpus
+    assert lr_at_epoch(schedule, 3.9, batch) == 1.0
+    assert lr_at_epoch(schedule, 4.0, batch) == 0.5
+    assert lr_at_epoch(schedule, 6.0, batch) == 0.25
+
+
+def test_steps_unit_moves_decay_later_in_epochs_with_bigger_batches() -> None:
+    schedule = step_schedule("steps")
+    # 1 GPU: decay at epoch 4, as written
+    assert lr_at_epoch(schedule, 3.9, REF_BATCH) == 1.0
+    assert lr_at_epoch(schedule, 4.0, REF_BATCH) == 0.5
+    # 2 GPUs: the same 400 steps take 8 epochs, so at epoch 4..7.9 the LR is still undecayed
+    assert lr_at_epoch(schedule, 7.9, 2 * REF_BATCH) == 1.0
+    assert lr_at_epoch(schedule, 8.0, 2 * REF_BATCH) == 0.5
+    # 4 GPUs: warm-up alone lasts 4 epochs
+    assert lr_at_epoch(schedule, 2.0, 4 * REF_BATCH) == pytest.approx(0.5)
+
+
+def test_warmup_is_linear_and_inverse_sqrt_decays_after_it() -> None:
+    schedule = Schedule(
+        unit="samples", kind="inverse_sqrt", warmup_epochs=2.0, decay_epochs=[], decay_factor=1.0,
+        ref_batch_size=REF_BATCH, train_size=TRAIN,
+    )
+    assert schedule.factor(TRAIN, 0) == pytest.approx(0.5)
+    assert schedule.factor(2 * TRAIN, 0) == pytest.approx(1.0)
+    assert schedule.factor(8 * TRAIN, 0) == pytest.approx(0.5)
+
+
+def test_unknown_unit_is_rejected() -> None:
+    with pytest.raises(ValueError, match="schedule.unit"):
+        step_schedule("epochs")
