@@ -37,4 +37,7 @@ class T4OptunaSweeper(Sweeper):
         # stay DictConfigs for hydra.utils.instantiate
         resolved = {k: cfg[k] for k in cfg if k not in ("_target_",)}
         runner = OptunaStudyRunner(resolved, self.config, self.launcher, arguments)
+        seeds = resolved.get("validate_seeds")
+        if seeds:  # python -m t4bench.sweep.validate: held-out seeds, no study trials
+            return runner.validate([int(s) for s in seeds])
         return runner.run()

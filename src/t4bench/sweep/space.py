@@ -56,13 +56,15 @@ class SearchSpace:
                 raise ValueError(f"grid sampler: {name} is a continuous interval; use choice() or range()")
         return grid
 
-    def overrides(self, params: Mapping[str, Any]) -> list[str]:
-        """Job overrides for a trial's parameters."""
+    def overrides(self, params: Mapping[str, Any], strict: bool = True) -> list[str]:
+        """Job overrides for a trial's parameters (strict: only those of this search space;
+        otherwise all, list/dict choices recognised by their text)."""
         out = []
         for name, value in params.items():
-            if name not in self.distributions:
+            if strict and name not in self.distributions:
                 continue
-            text = str(value) if name in self.textual else format_value(value)
+            textual = name in self.textual or (isinstance(value, str) and value[:1] in "[{")
+            text = str(value) if textual else format_value(value)
             out.append(f"{name}={text}")
         return out
 

@@ -197,6 +197,7 @@ class OptunaStudyRunner:
                 "t4bench_n_trials": self.n_trials,
                 "t4bench_fixed_overrides": self.space.fixed,
                 "t4bench_task_overrides": self._task_overrides(),
+                "t4bench_hydra_overrides": self._hydra_overrides(),
                 "t4bench_search_space": {k: repr(v) for k, v in self.space.distributions.items()},
             }
             for key, value in settings.items():
@@ -215,6 +216,12 @@ class OptunaStudyRunner:
             if not override.is_sweep_override() and override.get_key_element() != "seed":
                 out.append(str(line))
         return out
+
+    def _hydra_overrides(self) -> list[str]:
+        raw = OmegaConf.to_container(self.config.hydra.overrides.hydra, resolve=False) or []
+        skip = ("hydra.sweeper.n_jobs=", "hydra.sweeper.worker_index=", "hydra.sweeper.validate_seeds=",
+                "hydra.sweeper.n_trials=")
+        return [str(o) for o in raw if not str(o).startswith(skip)]  # type: ignore[union-attr]
 
     def _setup_mlflow(self) -> None:
         from t4bench.sweep.summary import ensure_hydra_config
@@ -552,6 +559,74 @@ class OptunaStudyRunner:
         summary = self.summary()
         self._print(summary)
         return summary
+
+    # ---- held-out validation ---------------------------------------------------------------
+    def validate(self, seeds: Sequence[int]) -> dict[str, Any]:
+        """Re-run the best trial's parameters and the reference ones (the config's own values) on
+        `seeds`, with exactly the sweep's composition; runs already finished are reused."""
+        from t4bench.sweep.summary import record, summarize
+
+        if self.mlflow is None:
+            raise ValueError("validation reads its runs back from MLflow: hydra.sweeper.mlflow must be true")
+        best = self.study.best_trial
+        sets = {
+            "best": (self.space.overrides(best.params, strict=False), f"{self.sweep_id}-validate-best-t{best.number}"),
+            "reference": ([], f"{self.sweep_id}-validate-reference"),
+        }
+        out: dict[str, Any] = {"study": self.study_name, "seeds": list(seeds), "best_trial": best.number,
+                               "best_params": best.params, "best_value": best.value}
+        for offset, (label, (params, sweep_id)) in enumerate(sets.items(), start=1):
+            parent = mlflow_runs.get_or_create_parent(
+                self.mlflow, self.exp_id, sweep_id, kind="validation", run_name=f"validate-{label}-{self.study_name}",
+                tags={"t4bench.model": str(self.config.model.name), "t4bench.validation.of": self.sweep_id,
+                      "t4bench.validation.set": label})
+            mlflow_runs.set_tags(self.mlflow, parent, {f"t4bench.params.{o.split('=', 1)[0]}": o.split("=", 1)[1] for o in params})
+            done = {r["seed"] for r in mlflow_runs.seed_results(self.mlflow, self.exp_id, sweep_id)}
+            todo = [s for s in seeds if s not in done]
+            batch = [[*self.space.fixed, *params, f"seed={s}", f"tracking.sweep_id={_quote(sweep_id)}",
+                      f"tracking.parent_run_id={parent}"] for s in todo]
+            log.info("validation %s: %s on seeds %s (%d already run)", label, params or "reference", todo, len(done & set(seeds)))
+            if batch:
+                for ret in self.launcher.launch(batch, initial_job_idx=offset * 100000 + int(todo[0])):
+                    _ = ret.return_value
+            results = [r for r in mlflow_runs.seed_results(self.mlflow, self.exp_id, sweep_id) if r["seed"] in set(seeds)]
+            summary = summarize(results)
+            record(self.mlflow, parent, summary, self.sweep_dir / f"validate-{label}", f"{label} ({sweep_id})")
+            self.mlflow.set_terminated(parent, status="FINISHED")
+            out[label] = {"sweep_id": sweep_id, "overrides": params, **summary}
+        self._print_validation(out)
+        return out
+
+    def _print_validation(self, out: Mapping[str, Any]) -> None:
+        import json
+
+        from t4bench.sweep.summary import _json_safe
+
+        columns = {f"{label}:{metric}": out[label]["distributions"][metric]
+                   for metric in ("epochs_to_converge", "time_to_train_s") for label in ("best", "reference")}
+        text = "\n".join([
+            f"held-out validation of study {self.study_name} on seeds {out['seeds']}",
+            f"best (trial {out['best_trial']}): {' '.join(out['best']['overrides'])}",
+            "reference: the config's own values",
+            stats.format_table(columns),
+            "per seed epochs_to_converge:",
+            *(f"  {label:<10}" + " ".join(
+                f"{r['seed']}:{'-' if not math.isfinite(r['epochs_to_converge']) else int(r['epochs_to_converge'])}"
+                for r in out[label]["runs"]) for label in ("best", "reference")),
+        ])
+        self.sweep_dir.mkdir(parents=True, exist_ok=True)
+        (self.sweep_dir / "validation.json").write_text(json.dumps(_json_safe(dict(out)), indent=2, default=str))
+        (self.sweep_dir / "validation.md").write_text(f"```\n{text}\n```\n")
+        if self.parent_id:
+            try:
+                self.mlflow.log_artifact(self.parent_id, str(self.sweep_dir / "validation.md"))
+                b, r = out["best"]["distributions"]["epochs_to_converge"], out["reference"]["distributions"]["epochs_to_converge"]
+                mlflow_runs.log_metrics(self.mlflow, self.parent_id, {
+                    "validation_best_epochs_mean": b["mean"], "validation_best_epochs_std": b["std"],
+                    "validation_reference_epochs_mean": r["mean"], "validation_reference_epochs_std": r["std"]})
+            except Exception as err:
+                log.warning("MLflow parent run %s: %s", self.parent_id, err)
+        print(text, flush=True)
 
     def _print(self, summary: Mapping[str, Any]) -> None:
         counts = summary["counts"]
