@@ -9,6 +9,7 @@ same with 1 or N ranks and with either backend.
 
 from __future__ import annotations
 
+import types
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -141,8 +142,19 @@ def wrap_optimizer(optimizer: torch.optim.Optimizer, model: torch.nn.Module) -> 
     wrapped = _hvd.DistributedOptimizer(
         optimizer, named_parameters=unwrap(model).named_parameters(), compression=compression
     )
+    # horovod 0.28's zero_grad() takes no arguments; the loop calls zero_grad(set_to_none=True)
+    wrapped.zero_grad = types.MethodType(_horovod_zero_grad, wrapped)  # type: ignore[method-assign]
     _hvd.broadcast_optimizer_state(wrapped, root_rank=0)
     return wrapped  # type: ignore[no-any-return]
+
+
+def _horovod_zero_grad(self: Any, set_to_none: bool = True) -> None:
+    if self._handles:  # same guard as Horovod's own zero_grad
+        raise AssertionError(
+            "optimizer.zero_grad() was called after loss.backward() but before optimizer.step() "
+            "or optimizer.synchronize()"
+        )
+    super(type(self), self).zero_grad(set_to_none=set_to_none)
 
 
 def scaler_step(scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer) -> None:

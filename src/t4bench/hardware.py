@@ -216,30 +216,31 @@ def check(cfg: DictConfig, found: Found | None = None) -> Check:
     problem = None
     if name == "cpu":
         return result
-    asked = f"hw={name} asks for {local}x {_profile_label(cfg)}"
+    asked = f"hw={name}" + (f" hw.count={count}" if count > 1 else "") + f" asks for {local}x {_label(cfg)}"
     if not found.gpus:
-        problem = f"{asked} but this machine has {found.describe()}"
+        nvml = f"NVML: {found.nvml_error}; " if found.nvml_error else ""
+        problem = f"{asked}, but this machine has no NVIDIA GPU ({nvml}torch.cuda: 0 devices); use hw=cpu or hw=auto"
         result.cpu_fallback = True
     else:
         wrong = [gpu for gpu in found.gpus if not matches(cfg.hw, gpu)]
         if wrong:
             try:
-                hint = f"; hw={profile_for(found)} or hw=auto matches it"
+                hint = f"; use hw={profile_for(found)} or hw=auto"
             except T4BenchError:
                 hint = ""
-            problem = f"{asked} but found {found.describe()}{hint}"
+            problem = f"{asked}, but this machine has {found.describe()}{hint}"
         elif local > len(found.gpus):
-            problem = f"{asked} but found only {found.describe()}"
+            problem = f"{asked}, but this machine has only {found.describe()}"
     if problem is None:
         return result
     if bool(cfg.hw.strict):
-        raise T4BenchError(f"{problem} (hw.strict=false runs anyway, tagged t4bench.hw_mismatch)")
+        raise T4BenchError(f"{problem} (hw.strict=false runs anyway)")
     result.mismatch = problem
     return result
 
 
-def _profile_label(cfg: DictConfig) -> str:
-    return f"{cfg.hw.name} GPU (NVML name ~ /{cfg.hw.nvml_name}/)"
+def _label(cfg: DictConfig) -> str:
+    return str(cfg.hw.get("label") or f"{cfg.hw.name} GPU")
 
 
 def device_for(cfg: DictConfig, local_rank: int) -> Any:
