@@ -1,0 +1,102 @@
+"""Data parallel with real processes (issue 5): `hw=cpu hw.count=2` starts two gloo ranks through
+torch's elastic launcher; `torchrun --nproc_per_node=2 -m t4bench` joins ranks an outer launcher
+started. Either way: exactly one MLflow run, global batch and global throughput, MLPerf log from
+rank 0 only, one Hydra output directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import all_runs
+from t4bench import distributed, launch
+
+FAST = ("max_epochs=1", "model.batch_size=4096", "progress=plain")
+
+
+def test_helpers_are_no_ops_in_one_process() -> None:
+    import torch
+
+    cpu = torch.device("cpu")
+    assert distributed.rank() == 0 and distributed.world_size() == 1
+    assert distributed.all_reduce_sum([1.0, 2.0], cpu) == [1.0, 2.0]
+    assert distributed.all_reduce_max([3.0], cpu) == [3.0]
+    assert distributed.broadcast_object({"a": 1}) == {"a": 1}
+    model = torch.nn.Linear(2, 2)
+    assert distributed.wrap_for_data_parallel(model, cpu) is model
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    assert distributed.wrap_optimizer(opt, model) is opt
+    distributed.barrier()
+
+
+def _one_run(client, tmp_path: Path):  # type: ignore[no-untyped-def]
+    runs = all_runs(client, "t4bench-ncf")
+    assert len(runs) == 1, [r.info.run_id for r in runs]
+    (run,) = runs
+    assert run.info.status == "FINISHED"
+    tags, metrics = run.data.tags, run.data.metrics
+    assert tags["t4bench.world_size"] == "2" and tags["t4bench.hw_count"] == "2"
+    assert tags["t4bench.global_batch_size"] == "8192" and metrics["global_batch_size"] == 8192
+    assert tags["t4bench.dist_backend"].endswith("gloo") or tags["t4bench.dist_backend"].startswith("horovod")
+    # global throughput: samples of all ranks over the slowest rank's time
+    assert metrics["throughput"] > 0 and metrics["avg_throughput"] > 0
+    history = client.get_metric_history(run.info.run_id, "throughput")
+    assert [m.step for m in history] == [1]
+    assert tags["t4bench.telemetry"].startswith("off: ")
+    return run
+
+
+def _one_output_dir(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    assert (run_dir / "mlperf.log").exists()
+    starts = [line for line in (run_dir / "mlperf.log").read_text().splitlines() if '"run_start"' in line]
+    assert len(starts) == 1, "one MLperf log writer (rank 0)"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir() and p.name != "mlartifacts") == ["run"]
+
+
+@pytest.mark.slow
+def test_hw_count_2_on_cpu_starts_two_gloo_ranks(run_t4bench, mlflow_client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    proc = run_t4bench("model=ncf", "hw=cpu", "hw.count=2", *FAST)
+    run = _one_run(mlflow_client, tmp_path)
+    assert run.data.tags["t4bench.launcher"] == "elastic_launch"
+    assert run.data.tags["t4bench.dist_backend"] == "ddp/gloo"
+    _one_output_dir(tmp_path)
+    assert proc.stdout.count("ncf (mini) on cpu x2") == 1  # the summary from rank 0 only
+
+
+@pytest.mark.slow
+def test_torchrun_outer_launcher_gives_one_run(run_t4bench, mlflow_client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # hw=auto under torchrun: detection picks cpu here and hw.count comes from the launcher
+    run_t4bench(
+        "model=ncf", "hw=auto", *FAST,
+        module=("-m", "torch.distributed.run", "--nproc_per_node=2", "-m", "t4bench"),
+    )
+    run = _one_run(mlflow_client, tmp_path)
+    assert run.data.tags["t4bench.launcher"] == "torchrun"
+    assert run.data.tags["t4bench.hw"] == "cpu" and run.data.tags["t4bench.hw_requested"] == "auto"
+    _one_output_dir(tmp_path)
+
+
+@pytest.mark.slow
+def test_a_failing_rank_fails_the_run(run_t4bench, mlflow_client) -> None:  # type: ignore[no-untyped-def]
+    proc = run_t4bench(
+        "hw=cpu", "hw.count=2", *FAST,
+        "+callbacks.fail._target_=t4bench.faults.RaiseAtEpoch", "+callbacks.fail.epoch=1",
+        "max_epochs=2", check=False,
+    )
+    assert proc.returncode != 0
+    assert "t4bench: error:" in proc.stderr and "rank" in proc.stderr
+    (run,) = all_runs(mlflow_client, "t4bench-ncf")
+    assert run.info.status == "FAILED"
+
+
+def test_spawn_only_without_outer_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create({"hw": {"count": 2}})
+    for var in ("WORLD_SIZE", "HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_PROCID"):
+        monkeypatch.delenv(var, raising=False)
+    assert launch.should_spawn(cfg)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert not launch.should_spawn(cfg)

@@ -1,0 +1,136 @@
+"""Hardware profiles, `hw=auto` and the fail-fast check (issue 5).
+
+Unit tests feed `check` a detection result (`Found`) for machines this host is not; the
+end-to-end tests run the real `python -m t4bench` on this host (CPU only here, H200 on the GPU
+machine: see scripts/gpu_checks.sh).
+"""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from conftest import all_runs
+from t4bench import hardware
+from t4bench.errors import T4BenchError
+
+FAST = ("max_epochs=1", "model.batch_size=4096", "progress=plain")
+GPU_PROFILES = ("t4", "v100-pcie", "v100-sxm2", "a100", "h100", "h200")
+
+
+def cfg_for(profile: str, **hw: object):  # type: ignore[no-untyped-def]
+    node = hardware.load_profile(profile)
+    for key, value in hw.items():
+        node[key] = value
+    return OmegaConf.create({"hw": node})
+
+
+def test_every_profile_has_the_report_facts() -> None:
+    assert set(hardware.profile_names()) >= {*GPU_PROFILES, "cpu"}
+    for name in (*GPU_PROFILES, "cpu", "auto"):
+        profile = hardware.load_profile(name)
+        for key in ("name", "count", "precision", "strict", "loader_workers", "telemetry"):
+            assert key in profile, f"{name}.yaml lacks {key}"
+        if name in GPU_PROFILES:
+            for key in ("memory_gb", "memory_bandwidth_gbs", "tdp_w", "interconnect", "nvml_name", "label"):
+                assert profile[key], f"{name}.yaml: {key} is empty"
+            assert profile.peak_tflops.fp32 and profile.peak_tflops.fp16
+
+
+@pytest.mark.parametrize(
+    ("profile", "precision"),
+    [("t4", "fp16"), ("v100-pcie", "fp16"), ("v100-sxm2", "fp16"), ("a100", "bf16"),
+     ("h100", "bf16"), ("h200", "bf16"), ("cpu", "fp32")],
+)
+def test_default_precision(profile: str, precision: str) -> None:
+    assert hardware.load_profile(profile).precision == precision
+
+
+@pytest.mark.parametrize(
+    ("nvml_name", "profile"),
+    [
+        ("Tesla T4", "t4"),
+        ("Tesla V100-PCIE-16GB", "v100-pcie"),
+        ("Tesla V100-SXM2-32GB", "v100-sxm2"),
+        ("NVIDIA A100-SXM4-80GB", "a100"),
+        ("NVIDIA A100 80GB PCIe", "a100"),
+        ("NVIDIA H100 80GB HBM3", "h100"),
+        ("NVIDIA H200", "h200"),
+    ],
+)
+def test_auto_picks_the_profile_for_the_nvml_name(nvml_name: str, profile: str) -> None:
+    assert hardware.profile_for(hardware.Found((nvml_name,), "nvml")) == profile
+
+
+def test_auto_is_cpu_without_a_gpu_and_unknown_gpus_fail() -> None:
+    assert hardware.profile_for(hardware.Found((), "none")) == "cpu"
+    with pytest.raises(T4BenchError, match="Quadro T400"):
+        hardware.profile_for(hardware.Found(("Quadro T400",), "nvml"))  # not a T4
+
+
+def test_auto_resolves_with_its_overrides_on_top() -> None:
+    cfg = OmegaConf.create({"hw": hardware.load_profile("auto")})
+    cfg.hw.precision = "fp32"
+    hardware.resolve(cfg, hardware.Found(("NVIDIA H200",), "nvml"))
+    assert cfg.hw.name == "h200" and cfg.hw.requested == "auto"
+    assert cfg.hw.precision == "fp32" and cfg.hw.peak_tflops.bf16 == 989.0
+    plain = OmegaConf.create({"hw": hardware.load_profile("auto")})
+    hardware.resolve(plain, hardware.Found(("NVIDIA H200",), "nvml"))
+    assert plain.hw.precision == "bf16"
+
+
+def test_this_host_detects_as_cpu_profile() -> None:
+    found = hardware.detect()
+    if found.gpus:
+        pytest.skip(f"this host has {found.describe()}")
+    cfg = OmegaConf.create({"hw": hardware.load_profile("auto")})
+    hardware.resolve(cfg, found)
+    assert cfg.hw.name == "cpu"
+
+
+def test_wrong_gpu_fails_with_one_line_naming_both() -> None:
+    with pytest.raises(T4BenchError) as err:
+        hardware.check(cfg_for("t4"), hardware.Found(("NVIDIA H200",), "nvml"))
+    message = str(err.value)
+    assert "\n" not in message
+    assert "hw=t4" in message and "NVIDIA T4" in message and "1x NVIDIA H200" in message
+    assert "hw=h200" in message
+
+
+def test_too_many_gpus_and_no_gpu_fail() -> None:
+    with pytest.raises(T4BenchError, match=r"hw.count=4 asks for 4x NVIDIA H200.*only 1x NVIDIA H200"):
+        hardware.check(cfg_for("h200", count=4), hardware.Found(("NVIDIA H200",), "nvml"))
+    with pytest.raises(T4BenchError, match="no NVIDIA GPU"):
+        hardware.check(cfg_for("a100"), hardware.Found((), "none", "NVML Shared Library Not Found"))
+    assert hardware.check(cfg_for("h200", count=2), hardware.Found(("NVIDIA H200",) * 2, "nvml")).mismatch is None
+
+
+def test_not_strict_passes_and_tags_the_mismatch() -> None:
+    checked = hardware.check(cfg_for("t4", strict=False), hardware.Found(("NVIDIA H200",), "nvml"))
+    tags = checked.tags()
+    assert "NVIDIA H200" in tags["t4bench.hw_mismatch"]
+    assert tags["t4bench.hw_requested"] == "t4" and tags["t4bench.hw_detected"] == "1x NVIDIA H200"
+
+
+def test_hw_t4_on_this_host_fails_fast_without_a_run(run_t4bench, mlflow_client) -> None:  # type: ignore[no-untyped-def]
+    if hardware.detect().gpus:
+        pytest.skip("this host has a GPU")
+    proc = run_t4bench("hw=t4", check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("t4bench: error: hw=t4 asks for 1x NVIDIA T4, but this machine has no NVIDIA GPU"), lines
+    assert "Traceback" not in proc.stderr
+    assert all_runs(mlflow_client, "t4bench-ncf") == []
+
+
+@pytest.mark.slow
+def test_not_strict_runs_on_cpu_and_is_tagged(run_t4bench, mlflow_client) -> None:  # type: ignore[no-untyped-def]
+    if hardware.detect().gpus:
+        pytest.skip("this host has a GPU")
+    run_t4bench("hw=t4", "hw.strict=false", "hw.precision=fp32", *FAST)
+    (run,) = all_runs(mlflow_client, "t4bench-ncf")
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["t4bench.hw"] == "t4"
+    assert "no NVIDIA GPU" in run.data.tags["t4bench.hw_mismatch"]
+    assert run.data.tags["t4bench.precision"] == "fp32"
+    assert run.data.tags["t4bench.telemetry"].startswith("off: ")
