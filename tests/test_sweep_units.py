@@ -1,0 +1,185 @@
+"""Sweep machinery without training: statistics, robust objective, search space, storage,
+plugin discovery, sweep definitions, stale-trial accounting on a real journal / PostgreSQL."""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from t4bench.sweep import space, stats
+from t4bench.sweep.objective import RobustObjective
+from tests.conftest import REPO
+
+
+def test_olympic_mean_and_describe() -> None:
+    assert stats.olympic_mean([3, 4, 5, 10]) == 4.5
+    # one non-converged run is the slowest and is dropped; two make it undefined
+    assert stats.olympic_mean([3, 4, 5, math.nan]) == 4.5
+    assert math.isnan(stats.olympic_mean([3, 4, math.nan, math.nan]))
+    d = stats.describe([4, 4, 5, 5, math.nan])
+    assert d["n"] == 5 and d["n_converged"] == 4 and d["converged_fraction"] == 0.8
+    assert d["mean"] == 4.5 and d["min"] == 4 and d["max"] == 5
+    assert d["std"] == pytest.approx(0.57735, rel=1e-4)
+    assert d["cv"] == pytest.approx(d["std"] / 4.5)
+
+
+def test_robust_objective_penalties_and_aggregates() -> None:
+    runs = [
+        {"outcome": "converged", "epochs_to_converge": 3.0, "epochs_run": 3, "time_to_train_s": 30.0},
+        {"outcome": "not_converged", "epochs_to_converge": math.nan, "epochs_run": 10, "time_to_train_s": 100.0},
+        {"outcome": "diverged", "epochs_to_converge": math.nan, "epochs_run": 2, "time_to_train_s": 20.0},
+    ]
+    value, per_seed = RobustObjective()(runs, max_epochs=10)
+    assert per_seed == [3.0, 15.0, 20.0] and value == pytest.approx(38 / 3)
+    timed = RobustObjective(metric="time_to_train_s", aggregate="max")
+    assert timed(runs, 10)[1] == [30.0, 150.0, 200.0] and timed(runs, 10)[0] == 200.0
+    robust = RobustObjective(aggregate="mean_std", std_weight=1.0)
+    vals = [3.0, 5.0]
+    assert robust.aggregate_values(vals) == pytest.approx(4.0 + math.sqrt(2))
+    assert RobustObjective(aggregate="quantile", quantile=0.5).aggregate_values([1, 2, 9]) == 2
+    assert RobustObjective(aggregate="median").aggregate_values([1, 2, 3, 10]) == 2.5
+    with pytest.raises(ValueError):
+        RobustObjective(aggregate="nope")
+
+
+def test_search_space_from_override_syntax() -> None:
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    s = space.parse(
+        ["model.optimizer.lr=tag(log,interval(1e-4,1e-2))", "seed=range(0,3)", "max_epochs=5"],
+        {
+            "model.batch_size": "choice(128,256)",
+            "model.arch.mlp_layers": "choice([64,32,16],[128,64,32])",
+            "a": "range(1,10,2)",
+            "b": "int(interval(1,8))",
+            "c": "tag(log,int(interval(16,512)))",
+            "d": "0.1,0.2",
+        },
+    )
+    d = s.distributions
+    assert d["model.optimizer.lr"] == FloatDistribution(1e-4, 1e-2, log=True)
+    assert d["model.batch_size"] == CategoricalDistribution([128, 256])
+    assert d["a"] == IntDistribution(1, 9, step=2)
+    assert d["b"] == IntDistribution(1, 8)
+    assert d["c"] == IntDistribution(16, 512, log=True)
+    assert d["d"] == CategoricalDistribution([0.1, 0.2])
+    assert s.seeds == [0, 1, 2] and s.fixed == ["max_epochs=5"]
+    assert s.overrides({"model.arch.mlp_layers": "[64,32,16]", "model.batch_size": 128, "x": 1}) == [
+        "model.arch.mlp_layers=[64,32,16]",
+        "model.batch_size=128",
+    ]
+    assert space.format_value("a b") == "'a b'" and space.format_value(True) == "true"
+    with pytest.raises(ValueError):
+        space.parse(["a=interval(0,1)"]).grid()
+
+
+def test_plugins_discovered_and_sweeps_compose() -> None:
+    out = subprocess.run([sys.executable, "-m", "t4bench", "--info", "plugins"], capture_output=True, text=True, cwd=REPO)
+    assert "T4OptunaSweeper" in out.stdout and "T4BenchSweepsSearchPath" in out.stdout
+    for sweep in sorted((REPO / "sweeps").glob("*.yaml")):
+        proc = subprocess.run(
+            [sys.executable, "-m", "t4bench", f"+sweeps={sweep.stem}", "--cfg", "hydra"],
+            capture_output=True, text=True, cwd="/",
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        expected = "T4OptunaSweeper" if "robust" in sweep.stem else "BasicSweeper"
+        assert expected in proc.stdout, sweep.name
+        assert f"multirun/sweeps/{sweep.stem}" in proc.stdout or "${hydra.sweeper.study_name}" in proc.stdout
+
+
+def _stale_running_trial(storage_url: str) -> tuple[object, int]:
+    import optuna
+
+    from t4bench.sweep.storage import open_storage
+    from t4bench.sweep.study import HOST_ATTR, PID_ATTR
+
+    store = open_storage(storage_url)
+    study = optuna.create_study(study_name="stale", storage=store)
+    trial = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    import socket
+
+    store.set_trial_system_attr(trial._trial_id, HOST_ATTR, socket.gethostname())
+    store.set_trial_system_attr(trial._trial_id, PID_ATTR, dead.pid)
+    return study, trial.number
+
+
+def test_stale_trial_of_dead_worker_is_failed_and_requeued(tmp_path: Path) -> None:
+    from optuna.trial import TrialState
+
+    from t4bench.sweep.study import OptunaStudyRunner
+
+    study, number = _stale_running_trial(f"journal:{tmp_path / 's.journal'}")
+    runner = OptunaStudyRunner.__new__(OptunaStudyRunner)  # only the accounting parts
+    runner.study, runner.storage, runner.stale_after, runner.mlflow = study, study._storage, 3600.0, None
+    assert runner.fail_stale_trials() == [number]
+    states = [t.state for t in study.trials]
+    assert states == [TrialState.FAIL, TrialState.WAITING]
+    assert study.trials[1].params == {} and study.trials[1].system_attrs["fixed_params"] == study.trials[0].params
+
+
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+
+
+@pytest.fixture
+def postgres_url(tmp_path: Path):  # type: ignore[no-untyped-def]
+    if not (PG_BIN / "initdb").exists():
+        pytest.skip(f"PostgreSQL server binaries not found in {PG_BIN} (apt-get install postgresql)")
+    import tempfile
+
+    # not under tmp_path: pytest's base folder is private to root, the server runs as postgres
+    base = Path(tempfile.mkdtemp(prefix="t4bench-pg-"))
+    os.chmod(base, 0o755)
+    data = base / "pg"
+    sock = base / "sock"
+    sock.mkdir()
+    port = 20000 + os.getpid() % 20000
+    as_postgres = os.getuid() == 0
+    if as_postgres:
+        shutil.chown(base, "postgres")
+        shutil.chown(sock, "postgres")
+
+    def pg(*cmd: str) -> None:
+        full = [str(PG_BIN / cmd[0]), *cmd[1:]]
+        if as_postgres:
+            full = ["su", "postgres", "-s", "/bin/sh", "-c", shlex.join(full)]
+        # output to a file: the server inherits it and would hold a pipe open
+        with open(base / "pg_ctl.out", "ab") as log:
+            subprocess.run(full, check=True, stdout=log, stderr=subprocess.STDOUT, timeout=120)
+
+    pg("initdb", "-D", str(data), "-A", "trust", "-U", "postgres")
+    pg("pg_ctl", "-D", str(data), "-l", str(base / "server.log"), "-o", f"-p {port} -k {sock}", "-w", "start")
+    try:
+        yield f"postgresql+psycopg2://postgres@/postgres?host={sock}&port={port}"
+    finally:
+        pg("pg_ctl", "-D", str(data), "-m", "immediate", "stop")
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_postgresql_storage_accounting(postgres_url: str) -> None:
+    """Any SQLAlchemy URL works: a study on a throwaway PostgreSQL cluster, stale trial handling."""
+    from optuna.trial import TrialState
+
+    from t4bench.sweep.storage import critical_section, is_journal
+    from t4bench.sweep.study import OptunaStudyRunner
+
+    assert not is_journal(postgres_url)
+    with critical_section(postgres_url):  # no file lock for SQL storages
+        study, number = _stale_running_trial(postgres_url)
+    runner = OptunaStudyRunner.__new__(OptunaStudyRunner)
+    runner.study, runner.storage, runner.stale_after, runner.mlflow = study, study._storage, 3600.0, None
+    assert runner.fail_stale_trials() == [number]
+    import optuna
+
+    trial = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
+    assert trial.params == study.trials[0].params  # the requeued parameters
+    study.tell(trial, 1.0)
+    assert [t.state for t in study.trials] == [TrialState.FAIL, TrialState.COMPLETE]
