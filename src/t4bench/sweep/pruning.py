@@ -42,6 +42,7 @@ class OptunaPruningReporter:
         target: Mapping[str, float] | float | None = None,
         direction: str = "minimize",
         report: bool = True,
+        pruner: Any = None,
     ) -> None:
         self.storage_url = storage
         self.study_name = study_name
@@ -51,6 +52,9 @@ class OptunaPruningReporter:
         self.target = float(target) if target is not None else math.nan
         self.direction = direction
         self.report = bool(report)
+        # the study's pruner (instantiated by Hydra from the sweeper's pruner config): Optuna keeps
+        # pruners out of the storage, a study loaded here would otherwise get the default pruner
+        self.pruner = pruner
         self._trial: Any = None
 
     def _optuna_trial(self) -> Any:
@@ -60,7 +64,7 @@ class OptunaPruningReporter:
             from t4bench.sweep.storage import open_storage
 
             storage = open_storage(self.storage_url)
-            study = optuna.load_study(study_name=self.study_name, storage=storage)
+            study = optuna.load_study(study_name=self.study_name, storage=storage, pruner=self.pruner)
             study_id = storage.get_study_id_from_name(self.study_name)
             trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, self.trial_number)
             self._trial = optuna.trial.Trial(study, trial_id)

@@ -379,6 +379,7 @@ class OptunaStudyRunner:
                 f"{key}.target='${{model.target}}'",
                 f"{key}.direction={self.objective.direction}",
                 f"{key}.report={'true' if lead else 'false'}",
+                f"{key}.pruner={spaces.format_value(OmegaConf.to_container(self.cfg['pruner'], resolve=True))}",
             ]
         return overrides
 

@@ -1,0 +1,104 @@
+"""End-to-end sweeps on NCF mini (1 epoch per run): seed-sweep summary, pruning, SIGTERM + resume,
+two workers on one journal, held-out validation. Real runs, real storages, no mocks."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from tests.conftest import DATA_ROOT, all_runs
+
+COMMON = ["max_epochs=1", "progress=off", "hydra/sweeper=optuna", "hydra/sweeper/sampler=random",
+          "model.optimizer.lr=tag(log,interval(1e-4,1e-2))"]
+
+
+def _env(tracking_uri: str) -> dict[str, str]:
+    return {**os.environ, "MLFLOW_TRACKING_URI": tracking_uri, "T4BENCH_DATA_DIR": str(DATA_ROOT),
+            "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def _study(sweep_dir: Path, name: str = "ncf-optuna") -> optuna.Study:
+    from t4bench.sweep.storage import open_storage
+
+    journal = f"journal:{sweep_dir / 'optuna.journal'}"
+    return optuna.load_study(study_name=name, storage=open_storage(journal))
+
+
+def test_seed_sweep_parent_run_and_summary(run_t4bench, mlflow_client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    proc = run_t4bench("--multirun", "max_epochs=1", "seed=0,1", "progress=off", env={"OMP_NUM_THREADS": "1"})
+    assert "olympic_mean" in proc.stdout
+    runs = all_runs(mlflow_client, "t4bench-ncf")
+    parents = [r for r in runs if r.data.tags.get("t4bench.sweep_role") == "parent"]
+    assert len(parents) == 1
+    parent = parents[0]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert sorted(r.data.tags["t4bench.seed"] for r in children) == ["0", "1"]
+    assert {r.data.tags["t4bench.sweep_id"] for r in children} == {parent.data.tags["t4bench.sweep_id"]}
+    assert parent.info.status == "FINISHED"
+    assert parent.data.metrics["epochs_run_mean"] == 1.0
+    assert "epochs_to_converge_converged_fraction" in parent.data.metrics
+    assert (tmp_path / "sweep" / "summary.json").exists()
+
+
+def test_pruning_stops_trials_early_and_marks_them(run_t4bench, mlflow_client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # a pruner that prunes any quality gap > 0: every lead seed stops after its first epoch of 3
+    run_t4bench("--multirun", *COMMON, "max_epochs=3", "hydra.sweeper.n_trials=2", "hydra.sweeper.seeds_per_trial=2",
+                "hydra/sweeper/pruner=none", "hydra.sweeper.pruner._target_=optuna.pruners.ThresholdPruner",
+                "+hydra.sweeper.pruner.upper=0.0", env={"OMP_NUM_THREADS": "1"})
+    study = _study(tmp_path / "sweep")
+    assert [t.state for t in study.trials] == [TrialState.PRUNED, TrialState.PRUNED]
+    assert all(t.user_attrs["epochs_run"] == 1 for t in study.trials)  # 1 epoch of 3, second seed never ran
+    runs = all_runs(mlflow_client, "t4bench-ncf")
+    training = [r for r in runs if "t4bench.sweep_role" not in r.data.tags]
+    assert len(training) == 2 and {r.data.tags["t4bench.outcome"] for r in training} == {"pruned"}
+    assert all(r.data.metrics["epochs_run"] == 1 for r in training)
+    trials = [r for r in runs if r.data.tags.get("t4bench.sweep_role") == "trial"]
+    assert {r.data.tags["t4bench.optuna.state"] for r in trials} == {"PRUNED"}
+
+
+def test_sigterm_then_rerun_resumes_without_redoing_trials(tracking_uri: str, tmp_path: Path) -> None:
+    sweep_dir = tmp_path / "sweep"
+    cmd = [sys.executable, "-m", "t4bench", "--multirun", *COMMON, "hydra.sweeper.n_trials=3",
+           "hydra/sweeper/pruner=none", f"hydra.sweep.dir={sweep_dir}", f"hydra.run.dir={tmp_path / 'run'}"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(tracking_uri), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 400
+    while time.time() < deadline:
+        journal = sweep_dir / "optuna.journal"
+        if journal.exists() and any(t.state == TrialState.COMPLETE for t in _study(sweep_dir).trials):
+            break
+        time.sleep(1)
+    time.sleep(4)  # into trial 1
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) != 0
+    before = _study(sweep_dir).trials
+    complete_before = {t.number: t.params for t in before if t.state == TrialState.COMPLETE}
+    assert complete_before and all(t.state != TrialState.RUNNING for t in before)
+    subprocess.run(cmd, cwd=tmp_path, env=_env(tracking_uri), check=True, capture_output=True, timeout=600)
+    after = _study(sweep_dir).trials
+    complete = [t for t in after if t.state == TrialState.COMPLETE]
+    assert len(complete) == 3  # trial count continued to n_trials
+    for number, params in complete_before.items():  # finished trials kept, not redone
+        assert after[number].state == TrialState.COMPLETE and after[number].params == params
+    failed = [t for t in after if t.state == TrialState.FAIL]
+    for t in failed:  # the interrupted trial was queued again with its parameters
+        assert any(c.user_attrs.get("t4bench_retry_of") == t.number and c.params == t.params for c in complete)
+
+
+def test_two_workers_share_one_journal_exactly_n_trials(run_t4bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    run_t4bench("--multirun", *COMMON, "hydra.sweeper.n_trials=3", "hydra.sweeper.n_jobs=2",
+                "hydra/sweeper/pruner=none", env={"OMP_NUM_THREADS": "1"})
+    trials = _study(tmp_path / "sweep").trials
+    assert len(trials) == 3 and all(t.state == TrialState.COMPLETE for t in trials)
+    assert len({t.system_attrs["t4bench_pid"] for t in trials}) == 2  # both workers ran trials
+    # held-out validation on the same study: best and reference on one unused seed each
+    proc = run_t4bench("--sweep-dir", str(tmp_path / "sweep"), "--seeds", "7", f"hydra.run.dir={tmp_path / 'run'}", module=("-m", "t4bench.sweep.validate"),
+                       env={"OMP_NUM_THREADS": "1"})
+    assert "held-out validation" in proc.stdout
+    assert (tmp_path / "sweep" / "validation.md").exists()
