@@ -134,11 +134,13 @@ def spawn(cfg: DictConfig, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any
 def _describe_failures(err: Any) -> str:
     parts = []
     for local, failure in sorted(err.failures.items()):
-        message = failure.message if isinstance(failure.message, str) else ""
-        if isinstance(failure.message, dict):
-            message = str(failure.message.get("message", {}).get("message", "")) or str(failure.message)
-        message = message.strip().splitlines()[-1] if message.strip() else f"exit code {failure.exitcode}"
-        parts.append(f"rank {failure.rank} (exit code {failure.exitcode}): {message}")
+        raw = failure.message
+        if isinstance(raw, dict):  # the @record error file: {"message": {"message": ..., ...}} or a str
+            inner = raw.get("message", raw)
+            raw = inner.get("message", str(inner)) if isinstance(inner, dict) else inner
+        text = str(raw or "").strip()
+        last = text.splitlines()[-1] if text else f"exit code {failure.exitcode}"
+        parts.append(f"rank {getattr(failure, 'global_rank', getattr(failure, 'rank', local))} (exit code {failure.exitcode}): {last}")
     return f"{len(parts)} of the launched ranks failed: " + "; ".join(parts)
 
 
