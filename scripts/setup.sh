@@ -10,7 +10,7 @@ all=false
 [[ "${1:-}" == "--all" ]] && all=true
 
 debian_packages=(dataset-fashion-mnist trans-de-en)
-$all && debian_packages+=(openmpi-bin libopenmpi-dev postgresql)
+$all && debian_packages+=(openmpi-bin libopenmpi-dev postgresql cmake)
 missing=()
 for package in "${debian_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
