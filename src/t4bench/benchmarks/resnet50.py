@@ -1,0 +1,134 @@
+"""ResNet-50 v1.5 image classification (MLPerf Training v0.5), top-1 accuracy.
+
+Reference: ImageNet in the ImageFolder layout, 224x224 crops, torchvision's ResNet-50 v1.5 layout.
+Mini: Fashion-MNIST written as the same ImageFolder layout by `t4bench.data.fashion_folder`, a
+shrunk ResNet of the same family (Bottleneck blocks, fewer and narrower stages, 3x3 stem).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader
+from torchvision import datasets, transforms
+
+from t4bench.benchmark import Benchmark
+from t4bench.benchmarks.resnet_parts import ResNetClassifier, trunk_from_cfg
+from t4bench.errors import DatasetMissingError
+
+IMAGE_SUFFIXES = {".jpeg", ".jpg", ".png", ".bmp", ".ppm", ".webp", ".tif", ".tiff", ".pgm"}
+
+
+def _check_image_folder(split_dir: Path) -> None:
+    classes = [d for d in split_dir.iterdir() if d.is_dir()] if split_dir.is_dir() else []
+    if not classes or not any(
+        f.suffix.lower() in IMAGE_SUFFIXES for d in classes for f in d.iterdir()
+    ):
+        raise DatasetMissingError(
+            f"no images in {split_dir}/<class>/<image>; expected the ImageFolder layout "
+            f"{split_dir.parent}/train/<class>/*.JPEG and {split_dir.parent}/val/<class>/*.JPEG"
+        )
+
+
+def build_transforms(data: Any, train: bool) -> transforms.Compose:
+    """`augment: imagenet`: RandomResizedCrop + flip / resize + centre crop; `small`: pad-and-crop
+    + flip / as is (inputs already at `image_size`)."""
+    size = int(data.image_size)
+    normalize = [transforms.ToTensor(), transforms.Normalize(list(data.mean), list(data.std))]
+    if data.augment == "imagenet":
+        if train:
+            geometry = [transforms.RandomResizedCrop(size), transforms.RandomHorizontalFlip()]
+        else:
+            geometry = [transforms.Resize(round(size * 256 / 224)), transforms.CenterCrop(size)]
+    elif data.augment == "small":
+        geometry = ([transforms.RandomCrop(size, padding=int(data.crop_padding)),
+                     transforms.RandomHorizontalFlip()] if train else [transforms.CenterCrop(size)])
+    else:
+        raise ValueError(f"unknown augment {data.augment!r}")
+    return transforms.Compose(geometry + normalize)
+
+
+class ResNet50Benchmark(Benchmark):
+    name = "resnet50"
+    throughput_unit = "samples/s"
+
+    def __init__(self, cfg, ctx) -> None:
+        super().__init__(cfg, ctx)
+        self.model_cfg = cfg.model
+        self.synthetic = bool(cfg.data.get("synthetic", False))
+        if not self.synthetic:
+            root = Path(self.model_cfg.data.path)
+            self.train_set = datasets.ImageFolder(str(root / "train"), build_transforms(self.model_cfg.data, True))
+            self.val_set = datasets.ImageFolder(str(root / "val"), build_transforms(self.model_cfg.data, False))
+            if self.train_set.classes != self.val_set.classes:
+                raise DatasetMissingError(f"{root}: train/ and val/ hold different class folders")
+            if len(self.train_set.classes) != self.model_cfg.arch.num_classes:
+                raise DatasetMissingError(
+                    f"{root}/train has {len(self.train_set.classes)} class folders, "
+                    f"model.arch.num_classes is {self.model_cfg.arch.num_classes}"
+                )
+
+    @classmethod
+    def check_inputs(cls, cfg) -> None:
+        if cfg.data.get("synthetic", False):
+            return
+        root = Path(cfg.model.data.path)
+        for split in ("train", "val"):
+            _check_image_folder(root / split)
+
+    @property
+    def train_size(self) -> int:
+        if self.synthetic:
+            return int(self.model_cfg.batch_size) * self.ctx.world_size
+        return len(self.train_set)
+
+    def build_model(self) -> nn.Module:
+        arch = self.model_cfg.arch
+        return ResNetClassifier(trunk_from_cfg(arch.backbone), int(arch.num_classes))
+
+    def param_groups(self, model: nn.Module) -> list[dict[str, Any]]:
+        """MLPerf ResNet: no weight decay on batch-norm parameters and biases."""
+        decay, no_decay = [], []
+        for param in model.parameters():
+            if param.requires_grad:
+                (no_decay if param.ndim <= 1 else decay).append(param)
+        return [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+    def train_batches(self, epoch: int):
+        return self.ctx.make_loader(self.train_set, int(self.model_cfg.batch_size), epoch=epoch,
+                                    shuffle=True, drop_last=False)
+
+    def loss(self, model: nn.Module, batch: Any) -> tuple[torch.Tensor, int]:
+        images, labels = batch
+        logits = model(images)
+        smoothing = float(self.model_cfg.get("label_smoothing", 0.0))
+        return F.cross_entropy(logits, labels, label_smoothing=smoothing), int(labels.shape[0])
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        was_training = model.training
+        model.eval()
+        loader = DataLoader(self.val_set, batch_size=int(self.model_cfg.eval_batch_size),
+                            shuffle=False, num_workers=self.ctx.num_workers,
+                            pin_memory=self.ctx.device.type == "cuda")
+        correct = total = 0
+        amp = self.ctx.amp_dtype
+        for batch in loader:
+            images, labels = self.ctx.to_device(batch)
+            with torch.autocast(self.ctx.device.type, dtype=amp, enabled=amp is not None):
+                logits = model(images)
+            correct += int((logits.argmax(1) == labels).sum())
+            total += int(labels.shape[0])
+        model.train(was_training)
+        return {"top1": correct / max(total, 1)}
+
+    def synthetic_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        size, batch = int(self.model_cfg.data.image_size), int(self.model_cfg.batch_size)
+        generator = self.ctx.generator(stream=11)
+        images = torch.randn(batch, 3, size, size, generator=generator)
+        labels = torch.randint(0, int(self.model_cfg.arch.num_classes), (batch,), generator=generator)
+        return images, labels
