@@ -15,6 +15,8 @@ from pathlib import Path
 
 DATASETS: dict[str, str] = {
     "movielens-100k": "t4bench.data.movielens",
+    "fashion-mnist-folder": "t4bench.data.fashion_folder",
+    "fashion-coco": "t4bench.data.fashion_coco",
 }
 
 
