@@ -146,8 +146,10 @@ def sinusoidal_positions(length: int, dim: int) -> torch.Tensor:
 
 
 def _data_files(data: Mapping[str, Any]) -> dict[str, Path]:
+    """train.src, train.tgt, test.src, test.tgt and spm: `data.<split>_<side>` / `data.spm_model`
+    where set, else <data.path>/<split>.<side> and <data.path>/spm.model."""
     directory = Path(str(data["path"]))
-    files = {f"{split}.{side}": directory / f"{split}.{side}"
+    files = {f"{split}.{side}": Path(str(data.get(f"{split}_{side}") or directory / f"{split}.{side}"))
              for split in ("train", "test") for side in ("src", "tgt")}
     files["spm"] = Path(str(data.get("spm_model") or directory / "spm.model"))
     return files
@@ -230,7 +232,7 @@ class TranslationBenchmark(Benchmark):
             rows = order[start : start + size]
             batch = collate([(sentences_ids[i] or [UNK], []) for i in rows])
             src, src_len = batch.src.to(device), batch.src_len.to(device)
-            max_len = int(src_len.max()) * 2 + 10
+            max_len = int(src_len.max() * 3 // 2) + 5
             out.update(zip(rows, greedy_decode(model, src, src_len, max_len)))
         return self.tokenizer.decode([out[i] for i in range(len(sentences_ids))])
 

@@ -42,15 +42,15 @@ class Transformer(nn.Module):
         return self.encoder(self._embed(src), src_key_padding_mask=pad_mask), pad_mask
 
     def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, pad_mask: torch.Tensor) -> torch.Tensor:
+        """Decoder outputs [B, T, d] (before the tied output projection)."""
         causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1), device=tgt_in.device,
                                                                 dtype=torch.bool)
-        x = self.decoder(self._embed(tgt_in), memory, tgt_mask=causal, tgt_is_causal=True,
-                         tgt_key_padding_mask=tgt_in == PAD, memory_key_padding_mask=pad_mask)
-        return x @ self.embed.weight.t()
+        return self.decoder(self._embed(tgt_in), memory, tgt_mask=causal, tgt_is_causal=True,
+                            tgt_key_padding_mask=tgt_in == PAD, memory_key_padding_mask=pad_mask)
 
     def forward(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         memory, pad_mask = self.encode(src)
-        return self.decode(tgt_in, memory, pad_mask)
+        return self.decode(tgt_in, memory, pad_mask) @ self.embed.weight.t()
 
     def start(self, src: torch.Tensor, src_len: torch.Tensor) -> dict[str, Any]:
         memory, pad_mask = self.encode(src)
@@ -59,8 +59,8 @@ class Transformer(nn.Module):
     def step(self, state: dict[str, Any], prev: torch.Tensor):
         # the whole prefix again each step (no key/value cache): short sentences, greedy only
         prefix = torch.cat([state["prefix"], prev.unsqueeze(1)], dim=1)
-        logits = self.decode(prefix, state["memory"], state["pad_mask"])
-        return logits[:, -1], {**state, "prefix": prefix}
+        last = self.decode(prefix, state["memory"], state["pad_mask"])[:, -1]
+        return last @ self.embed.weight.t(), {**state, "prefix": prefix}
 
 
 class TransformerBenchmark(TranslationBenchmark):

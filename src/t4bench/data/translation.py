@@ -36,11 +36,11 @@ from pathlib import Path
 
 DING_PATH = Path(os.environ.get("T4BENCH_DING_PATH", "/usr/share/trans/de-en"))
 #: bump when anything below changes what is written
-VERSION = "1"
+VERSION = "2"
 MAX_EN_WORDS = 12
 TEST_SIZE = {"ding": 1000, "mini": 500}
-MINI_VOCAB = 2000
-SPM_VOCAB = {"ding": 6000, "mini": 2000}
+MINI_VOCAB = 600
+SPM_VOCAB = {"ding": 6000, "mini": 1000}
 TARGET_FILES = ("train.src", "train.tgt", "test.src", "test.tgt", "spm.model", "manifest.json")
 
 _ANNOTATION = re.compile(r"\s*(\{[^}]*\}|\[[^\]]*\]|<[^>]*>|\([^)]*\))")
@@ -508,13 +508,45 @@ def _finish(directory: Path, kind: str, train, test, baselines: dict[str, float]
     (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
 
 
+def _form(token: str) -> str:
+    return next((ending for ending in ("ing", "ed", "s") if token.endswith(ending)), "")
+
+
 def mini_pairs(ding_en: Sequence[str], lexicon: dict[str, LexEntry]) -> tuple[list, list[str]]:
-    """(English, pseudo-language) pairs over the `MINI_VOCAB` most frequent English tokens."""
-    counts = collections.Counter(t for s in ding_en for t in tokenize_en(s))
-    vocab = [t for t, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:MINI_VOCAB]]
-    keep = set(vocab)
+    """(English, pseudo-language) pairs whose English uses only the `MINI_VOCAB` most frequent
+    tokens: every rarer word is replaced by a frequent word of the same class (word class, noun
+    gender, ending -ing/-ed/-s), the same replacement wherever it occurs (chosen by a hash)."""
     lang = PseudoLanguage(lexicon)
-    pairs = {s: lang.translate(s) for s in ding_en if all(t in keep for t in tokenize_en(s))}
+    sentences = [tokenize_en(s) for s in ding_en]
+    counts = collections.Counter(t for tokens in sentences for t in tokens)
+    vocab = [t for t, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:MINI_VOCAB]]
+
+    def key(token: str) -> tuple[str, str, str]:
+        word = lang.word(token)
+        return word.pos, word.gender if word.pos == "noun" else "", _form(token)
+
+    by_class: dict[tuple[str, str, str], list[str]] = collections.defaultdict(list)
+    for token in vocab:
+        if "'" not in token:  # contractions stand for two words: never a replacement
+            by_class[key(token)].append(token)
+    frequent = set(vocab)
+
+    def substitute(token: str) -> str | None:
+        if token in frequent:
+            return token
+        candidates = by_class.get(key(token))
+        if not candidates:
+            return None
+        return candidates[int(hashlib.sha1(token.encode()).hexdigest(), 16) % len(candidates)]
+
+    pairs: dict[str, str] = {}
+    for tokens in sentences:
+        replaced = [substitute(t) for t in tokens]
+        if None in replaced:
+            continue
+        text = detok(replaced)  # type: ignore[arg-type]
+        text = text[:1].upper() + text[1:]
+        pairs[text] = lang.translate(text)
     return sorted(pairs.items()), vocab
 
 
