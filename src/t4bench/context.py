@@ -72,6 +72,23 @@ class RunContext:
             persistent_workers=False,
         )
 
+    def eval_loader(
+        self,
+        dataset: Dataset[Any],
+        batch_size: int,
+        *,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+    ) -> DataLoader[Any]:
+        """The whole held-out set in order, unsharded: evaluation runs on rank 0 only."""
+        return DataLoader(
+            dataset,
+            batch_size=batch_size,
+            shuffle=False,
+            num_workers=self.num_workers,
+            collate_fn=collate_fn,
+            pin_memory=self.device.type == "cuda",
+        )
+
     def shard_indices(self, n: int, *, epoch: int, shuffle: bool = True) -> torch.Tensor:
         """This rank's indices into `n` items for `epoch` (the DistributedSampler permutation)."""
         sampler = DistributedSampler(

@@ -8,7 +8,6 @@ from typing import Any, ClassVar
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
 
 from t4bench.benchmark import Benchmark
 from t4bench.data import coco
@@ -76,9 +75,8 @@ class CocoBenchmark(Benchmark):
     def evaluate(self, model: nn.Module) -> dict[str, float]:
         was_training = model.training
         model.eval()
-        loader = DataLoader(self.val_set, batch_size=int(self.model_cfg.eval_batch_size),
-                            shuffle=False, num_workers=self.ctx.num_workers,
-                            collate_fn=coco.collate, pin_memory=self.ctx.device.type == "cuda")
+        loader = self.ctx.eval_loader(self.val_set, int(self.model_cfg.eval_batch_size),
+                                      collate_fn=coco.collate)
         amp = self.ctx.amp_dtype
         results: list[dict] = []
         for images, targets in loader:

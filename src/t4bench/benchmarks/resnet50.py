@@ -13,7 +13,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader
 from torchvision import datasets, transforms
 
 from t4bench.benchmark import Benchmark
@@ -112,9 +111,7 @@ class ResNet50Benchmark(Benchmark):
     def evaluate(self, model: nn.Module) -> dict[str, float]:
         was_training = model.training
         model.eval()
-        loader = DataLoader(self.val_set, batch_size=int(self.model_cfg.eval_batch_size),
-                            shuffle=False, num_workers=self.ctx.num_workers,
-                            pin_memory=self.ctx.device.type == "cuda")
+        loader = self.ctx.eval_loader(self.val_set, int(self.model_cfg.eval_batch_size))
         correct = total = 0
         amp = self.ctx.amp_dtype
         for batch in loader:
