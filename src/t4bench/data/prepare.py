@@ -17,6 +17,8 @@ DATASETS: dict[str, str] = {
     "movielens-100k": "t4bench.data.movielens",
     "fashion-mnist-folder": "t4bench.data.fashion_folder",
     "fashion-coco": "t4bench.data.fashion_coco",
+    # data/translation/{mini,ding}: the GNMT/Transformer mini pseudo-language task and Ding pairs
+    "translation": "t4bench.data.translation",
 }
 
 
