@@ -22,6 +22,8 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
+import t4bench
+
 # MLflow accepts at most this many entries per log_batch call
 _BATCH_LIMIT = 100
 _VERSIONED = ("torch", "torchvision", "mlflow", "hydra-core", "optuna", "nvidia-ml-py", "tensorflow", "horovod")
@@ -53,7 +55,8 @@ def software_versions() -> dict[str, str]:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
             pass
-    versions["t4bench"] = importlib.metadata.version("t4bench")
+    # a source checkout on PYTHONPATH (no pip install) has no distribution metadata
+    versions["t4bench"] = t4bench.__version__
     return versions
 
 
