@@ -71,26 +71,26 @@ class CocoBenchmark(Benchmark):
         losses = model(images, targets)
         return sum(losses.values()), len(images)
 
-    @torch.no_grad()
+    @staticmethod
+    def samples_in(batch: Any) -> int:
+        """Images in a (images, targets) batch of lists: the loop's generic count would see two."""
+        return len(batch[0])
+
     def evaluate(self, model: nn.Module) -> dict[str, float]:
-        was_training = model.training
-        model.eval()
+        # Trainer.evaluate has already put the model in eval mode under no_grad and autocast
         loader = self.ctx.eval_loader(self.val_set, int(self.model_cfg.eval_batch_size),
                                       collate_fn=coco.collate)
-        amp = self.ctx.amp_dtype
         results: list[dict] = []
         for images, targets in loader:
-            with torch.autocast(self.ctx.device.type, dtype=amp, enabled=amp is not None):
-                outputs = model(self.ctx.to_device(images))
+            outputs = model(self.ctx.to_device(images))
             ids = [int(t["image_id"]) for t in targets]
             results += coco.to_results(outputs, ids, self.val_set.cat_ids, masks=self.masks)
-        model.train(was_training)
         metrics = [key for key in self.model_cfg.target if key in coco.IOU_TYPES]
         return coco.score(self.val_set.coco, results, metrics, image_ids=self.val_set.ids)
 
     def synthetic_batch(self) -> tuple[list[torch.Tensor], list[dict[str, torch.Tensor]]]:
         """`batch_size` images of `data.synthetic_image_size` ([H, W]) with `objects` random boxes
-        each (and box-shaped masks for mask models)."""
+        each (and box-shaped masks for mask models), on the device (see ResNet50Benchmark)."""
         height, width = (int(v) for v in self.model_cfg.data.synthetic_image_size)
         count = int(self.model_cfg.data.get("synthetic_objects", 8))
         generator = self.ctx.generator(stream=12)
@@ -109,4 +109,4 @@ class CocoBenchmark(Benchmark):
                     masks[i, y0:y1, x0:x1] = 1
                 target["masks"] = masks
             targets.append(target)
-        return images, targets
+        return self.ctx.to_device((images, targets))
