@@ -32,6 +32,24 @@ def experiment_id(uri: str, name: str) -> str:
     return RunTracker(uri).ensure_experiment(name)
 
 
+def ensure_hydra_config(config: Any) -> None:
+    """`${hydra:...}` interpolations in the task config (tracking.uri uses hydra:runtime.cwd) need
+    HydraConfig, which Hydra sets only per job; multirun-level callbacks and sweepers resolve
+    them before any job ran."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        HydraConfig.instance().set_config(config)
+
+
+def for_config(config: Any) -> tuple[Any, str]:
+    """(MLflow client, experiment id) of the composed config's `tracking` node, from a sweep
+    process (a seed-sweep callback or the Optuna sweeper), before any job has run."""
+    ensure_hydra_config(config)
+    uri = str(config.tracking.uri)
+    return client(uri), experiment_id(uri, str(config.tracking.experiment))
+
+
 def _quote(value: str) -> str:
     return "'" + value.replace("'", "\\'") + "'"
 

@@ -28,25 +28,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from t4bench.sweep.stats import quantile, sample_std
+
 AGGREGATES = ("mean", "median", "quantile", "mean_std", "max")
 EPOCHS = "epochs_to_converge"
 TIME = "time_to_train_s"
-
-
-def quantile(values: Sequence[float], q: float) -> float:
-    vals = sorted(values)
-    if not vals:
-        return math.nan
-    pos = (len(vals) - 1) * q
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return vals[lo] + (vals[hi] - vals[lo]) * (pos - lo)
-
-
-def sample_std(values: Sequence[float]) -> float:
-    if len(values) < 2:
-        return 0.0
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
 @dataclass(frozen=True)

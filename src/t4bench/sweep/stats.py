@@ -19,6 +19,26 @@ def _finite(values: Iterable[float]) -> list[float]:
     return [float(v) for v in values if v is not None and math.isfinite(float(v))]
 
 
+def sample_std(values: Sequence[float]) -> float:
+    """Sample standard deviation (ddof=1); 0 for a single value, NaN for none."""
+    if not values:
+        return math.nan
+    if len(values) < 2:
+        return 0.0
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The q-quantile with linear interpolation between order statistics (numpy's default)."""
+    vals = sorted(values)
+    if not vals:
+        return math.nan
+    pos = (len(vals) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return vals[lo] + (vals[hi] - vals[lo]) * (pos - lo)
+
+
 def olympic_mean(values: Sequence[float]) -> float:
     """MLPerf's olympic mean: drop the fastest and the slowest, average the rest.
 
@@ -44,7 +64,7 @@ def describe(values: Sequence[float | None]) -> dict[str, float]:
     finite = _finite(v for v in values if v is not None)
     k = len(finite)
     mean = sum(finite) / k if k else math.nan
-    std = math.sqrt(sum((v - mean) ** 2 for v in finite) / (k - 1)) if k > 1 else (0.0 if k == 1 else math.nan)
+    std = sample_std(finite)
     return {
         "n": float(n),
         "n_converged": float(k),

@@ -25,8 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,26 +43,6 @@ PID_ATTR = "t4bench_pid"
 HEARTBEAT_ATTR = "t4bench_heartbeat"
 RETRY_ATTR = "t4bench_retry_of"
 MLFLOW_ATTR = "mlflow_run_id"
-
-
-class SweepTerminated(BaseException):
-    """SIGTERM while the sweeper (not a job) was running."""
-
-
-@contextmanager
-def _sigterm_raises() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        raise SweepTerminated(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -224,12 +203,7 @@ class OptunaStudyRunner:
         return [str(o) for o in raw if not str(o).startswith(skip)]  # type: ignore[union-attr]
 
     def _setup_mlflow(self) -> None:
-        from t4bench.sweep.summary import ensure_hydra_config
-
-        ensure_hydra_config(self.config)
-        uri = str(self.config.tracking.uri)
-        self.mlflow = mlflow_runs.client(uri)
-        self.exp_id = mlflow_runs.experiment_id(uri, str(self.config.tracking.experiment))
+        self.mlflow, self.exp_id = mlflow_runs.for_config(self.config)
         with critical_section(self.storage_url):
             known = self.study.user_attrs.get("mlflow_parent_run_id")
             if known:
@@ -538,7 +512,12 @@ class OptunaStudyRunner:
             log.warning("MLflow parent run %s: %s", self.parent_id, err)
 
     def run(self) -> dict[str, Any]:
-        with _sigterm_raises():
+        # the same handler as a training run's: SIGTERM becomes runner.RunTerminated, which the
+        # in-flight trial turns into FAIL + requeue. Imported here, not at module level, so that
+        # loading the sweeper plugin does not import torch.
+        from t4bench.runner import sigterm_raises
+
+        with sigterm_raises():
             try:
                 self._spawn_workers()
                 while True:

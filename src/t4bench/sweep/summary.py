@@ -41,16 +41,6 @@ def _is_t4bench_optuna(config: DictConfig) -> bool:
     return target.startswith("hydra_plugins.t4bench_sweeper")
 
 
-def ensure_hydra_config(config: DictConfig) -> None:
-    """`${hydra:...}` interpolations in the task config (tracking.uri uses hydra:runtime.cwd) need
-    HydraConfig, which Hydra sets only per job; multirun-level callbacks and sweepers resolve
-    them before any job ran."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if not HydraConfig.initialized():
-        HydraConfig.instance().set_config(config)
-
-
 def default_sweep_id(config: DictConfig) -> str:
     explicit = OmegaConf.select(config, "tracking.sweep_id", default=None)
     if explicit:
@@ -130,20 +120,12 @@ class SweepSummaryCallback(Callback):
             return
         from t4bench.sweep import mlflow_runs
 
-        ensure_hydra_config(config)
-        uri = str(config.tracking.uri)
-        self._mlflow = mlflow_runs.client(uri)
-        self.exp_id = mlflow_runs.experiment_id(uri, str(config.tracking.experiment))
+        self._mlflow, self.exp_id = mlflow_runs.for_config(config)
         self.sweep_id = default_sweep_id(config)
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
+        run_name = f"sweep-{self.sweep_id.replace('/', '_')}"
         self.parent_id = mlflow_runs.get_or_create_parent(
-            self._mlflow,
-            self.exp_id,
-            self.sweep_id,
-            kind="seeds",
-            run_name=f"sweep-{self.sweep_id.replace('/', '_')}",
-            tags={"t4bench.model": str(config.model.name)},
-        )
+            self._mlflow, self.exp_id, self.sweep_id, "seeds", run_name, {"t4bench.model": str(config.model.name)})
         overrides = list(OmegaConf.to_container(config.hydra.overrides.task, resolve=False) or [])  # type: ignore[arg-type]
         mlflow_runs.set_tags(self._mlflow, self.parent_id, {"t4bench.sweep_overrides": " ".join(map(str, overrides))})
         for key, value in ((ENV_SWEEP_ID, self.sweep_id), (ENV_PARENT, self.parent_id)):
