@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One call on a lent GPU machine (Python 3.12 + CUDA torch, no package index): install the wheels
+# carried in .whl/ (mlflow, hydra, optuna, pycocotools, mlperf-logging, ...; see docs/hardware.md),
+# put src/ on the path, then run the named GPU scripts one after another, each into its own log.
+#   bash scripts/gpu_session.sh scripts/gpu_checks.sh scripts/gpu_vision.sh ...
+# Logs land in $OUT (or /tmp/t4bench_gpu), MLflow stores and run folders in $OUT/work.tgz; each
+# script prints its figures last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+results=${OUT:-/tmp/t4bench_gpu}
+# the scripts write MLflow stores and run folders under work/, packed into one archive at the end
+export OUT=$results/work
+mkdir -p "$OUT"
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl >"$results/pip.log" 2>&1 || { echo "wheel install failed"; tail "$results/pip.log"; exit 1; }
+  export PYTHONPATH=/tmp/site:$PWD/src${PYTHONPATH:+:$PYTHONPATH}
+else
+  export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONUNBUFFERED=1 PYTHON=python3
+# never let NCCL/PyTorch use NVLink multicast on lent machines (see the device notes)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.device_count(), 'GPU(s)')"
+nvidia-smi --query-gpu=name,driver_version,power.draw,temperature.gpu,clocks.sm --format=csv,noheader || true
+
+status=0
+for script in "$@"; do
+  name=$(basename "$script" .sh)
+  echo "===== $script ($(date +%T))"
+  started=$SECONDS
+  bash "$script" >"$results/$name.log" 2>&1 || { echo "!! $script exited $?"; status=1; }
+  echo "----- last lines of $name.log ($((SECONDS - started)) s)"
+  tail -n "${TAIL_LINES:-25}" "$results/$name.log"
+done
+tar czf "$results/work.tgz" -C "$results" work && rm -rf "$OUT"
+exit $status
