@@ -1,16 +1,21 @@
 """End-to-end sweeps on NCF mini (1 epoch per run): seed-sweep summary, pruning, SIGTERM + resume,
-two workers on one journal, held-out validation. Real runs, real storages, no mocks."""
+two workers on one journal, the MLflow parent/trial/seed layout, optuna-dashboard on the journal,
+held-out validation. Real runs, real storages, a real dashboard server, no mocks."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
 from tests.conftest import DATA_ROOT, all_runs
@@ -91,14 +96,97 @@ def test_sigterm_then_rerun_resumes_without_redoing_trials(tracking_uri: str, tm
         assert any(c.user_attrs.get("t4bench_retry_of") == t.number and c.params == t.params for c in complete)
 
 
-def test_two_workers_share_one_journal_exactly_n_trials(run_t4bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    run_t4bench("--multirun", *COMMON, "hydra.sweeper.n_trials=3", "hydra.sweeper.n_jobs=2",
-                "hydra/sweeper/pruner=none", env={"OMP_NUM_THREADS": "1"})
-    trials = _study(tmp_path / "sweep").trials
+@pytest.fixture(scope="module")
+def two_worker_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One Optuna sweep, 3 trials x 2 seeds, run by two worker processes on one journal file;
+    the tests below read its storage, its MLflow runs and validate it."""
+    base = tmp_path_factory.mktemp("two_workers")
+    uri = f"sqlite:///{base / 'mlflow.db'}"
+    cmd = [sys.executable, "-m", "t4bench", "--multirun", *COMMON, "hydra.sweeper.n_trials=3",
+           "hydra.sweeper.seeds_per_trial=2", "hydra.sweeper.n_jobs=2", "hydra/sweeper/pruner=none",
+           f"hydra.sweep.dir={base / 'sweep'}", f"hydra.run.dir={base / 'run'}"]
+    proc = subprocess.run(cmd, cwd=base, env=_env(uri), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return base / "sweep", uri
+
+
+def test_two_workers_share_one_journal_exactly_n_trials(two_worker_sweep: tuple[Path, str]) -> None:
+    trials = _study(two_worker_sweep[0]).trials
     assert len(trials) == 3 and all(t.state == TrialState.COMPLETE for t in trials)
     assert len({t.system_attrs["t4bench_pid"] for t in trials}) == 2  # both workers ran trials
-    # held-out validation on the same study: best and reference on one unused seed each
-    proc = run_t4bench("--sweep-dir", str(tmp_path / "sweep"), "--seeds", "7", f"hydra.run.dir={tmp_path / 'run'}", module=("-m", "t4bench.sweep.validate"),
-                       env={"OMP_NUM_THREADS": "1"})
+
+
+def test_mlflow_layout_parent_trials_seeds_best(two_worker_sweep: tuple[Path, str]) -> None:
+    from mlflow.tracking import MlflowClient
+
+    sweep_dir, uri = two_worker_sweep
+    study = _study(sweep_dir)
+    runs = [r for r in all_runs(MlflowClient(uri), "t4bench-ncf") if r.data.tags.get("t4bench.sweep_id") == "ncf-optuna"]
+    role = {r.info.run_id: r.data.tags.get("t4bench.sweep_role") for r in runs}
+    parents = [r for r in runs if role[r.info.run_id] == "parent"]
+    assert len(parents) == 1  # one parent although two processes ran the sweep
+    parent = parents[0]
+    trials = [r for r in runs if role[r.info.run_id] == "trial"]
+    assert sorted(int(r.data.tags["t4bench.trial_number"]) for r in trials) == [0, 1, 2]
+    assert {r.data.tags["mlflow.parentRunId"] for r in trials} == {parent.info.run_id}
+    seeds = [r for r in runs if role[r.info.run_id] is None]
+    assert len(seeds) == 6
+    by_trial = {r.info.run_id: r.data.tags["t4bench.trial_number"] for r in trials}
+    for run in seeds:  # each seed run hangs under the run of its own trial
+        assert by_trial[run.data.tags["mlflow.parentRunId"]] == run.data.tags["t4bench.trial_number"]
+    assert sorted(r.data.tags["t4bench.seed"] for r in seeds) == ["0", "0", "0", "1", "1", "1"]
+    best = study.best_trial
+    assert parent.info.status == "FINISHED"
+    assert parent.data.metrics["best_value"] == pytest.approx(best.value)
+    assert parent.data.tags["t4bench.best_trial"] == str(best.number)
+    assert float(parent.data.tags["t4bench.best.model.optimizer.lr"]) == pytest.approx(best.params["model.optimizer.lr"])
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_optuna_dashboard_opens_the_journal(two_worker_sweep: tuple[Path, str], tmp_path: Path) -> None:
+    port = _free_port()
+    journal = two_worker_sweep[0] / "optuna.journal"
+    with open(tmp_path / "dashboard.log", "wb") as log:
+        server = subprocess.Popen(["optuna-dashboard", str(journal), "--host", "127.0.0.1", "--port", str(port)],
+                                  stdout=log, stderr=subprocess.STDOUT)
+    try:
+        studies = None
+        deadline = time.time() + 60
+        while studies is None and time.time() < deadline and server.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies", timeout=5) as resp:
+                    studies = json.load(resp)["study_summaries"]
+            except OSError:
+                time.sleep(0.5)
+        assert studies is not None, (tmp_path / "dashboard.log").read_text()[-2000:]
+        assert [s["study_name"] for s in studies] == ["ncf-optuna"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies/{studies[0]['study_id']}", timeout=10) as resp:
+            detail = json.load(resp)
+        assert len(detail["trials"]) == 3
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_held_out_validation_reports_both_distributions(two_worker_sweep: tuple[Path, str], tmp_path: Path) -> None:
+    sweep_dir, uri = two_worker_sweep
+    proc = subprocess.run(
+        [sys.executable, "-m", "t4bench.sweep.validate", "--sweep-dir", str(sweep_dir), "--seeds", "7",
+         f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=tmp_path, env=_env(uri), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
     assert "held-out validation" in proc.stdout
-    assert (tmp_path / "sweep" / "validation.md").exists()
+    result = json.loads((sweep_dir / "validation.json").read_text())
+    assert [r["seed"] for r in result["best"]["runs"]] == [7] and [r["seed"] for r in result["reference"]["runs"]] == [7]
+    assert result["best_trial"] == _study(sweep_dir).best_trial.number
+
+
+def test_validate_rejects_a_missing_sweep_dir(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "t4bench.sweep.validate", "--sweep-dir", str(tmp_path / "nope")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "no study journal" in proc.stderr

@@ -89,7 +89,7 @@ def test_plugins_discovered_and_sweeps_compose() -> None:
             capture_output=True, text=True, cwd="/",
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
-        expected = "T4OptunaSweeper" if "robust" in sweep.stem else "BasicSweeper"
+        expected = "BasicSweeper" if sweep.stem.endswith("_seeds") else "T4OptunaSweeper"
         assert expected in proc.stdout, sweep.name
         assert f"multirun/sweeps/{sweep.stem}" in proc.stdout or "${hydra.sweeper.study_name}" in proc.stdout
 

@@ -24,16 +24,28 @@ from collections.abc import Sequence
 from pathlib import Path
 
 
+PROG = "python -m t4bench.sweep.validate"
+
+
+class ValidationError(Exception):
+    """Bad input: reported as one line, exit status 2."""
+
+
 def parse_seeds(text: str) -> list[int]:
     """'100-109' or '100,101,105' or '100-104,200'."""
     seeds: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            seeds.extend(range(int(lo), int(hi) + 1))
-        elif part:
-            seeds.append(int(part))
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if "-" in part:
+                lo, hi = part.split("-", 1)
+                seeds.extend(range(int(lo), int(hi) + 1))
+            elif part:
+                seeds.append(int(part))
+    except ValueError:
+        raise ValidationError(f"--seeds {text!r}: expected e.g. 100-109 or 100,101,105") from None
+    if not seeds:
+        raise ValidationError(f"--seeds {text!r} names no seed")
     return seeds
 
 
@@ -43,11 +55,13 @@ def command(storage: str, study_name: str | None, seeds: Sequence[int], extra: S
     from t4bench.sweep.storage import normalize, open_storage
 
     store = open_storage(storage)
+    names = optuna.get_all_study_names(store)
     if study_name is None:
-        names = optuna.get_all_study_names(store)
         if len(names) != 1:
-            raise SystemExit(f"{storage} holds studies {names}: name one with --study")
+            raise ValidationError(f"{storage} holds studies {names}: name one with --study")
         study_name = names[0]
+    if study_name not in names:
+        raise ValidationError(f"no study {study_name!r} in {storage} (it holds {names})")
     study = optuna.load_study(study_name=study_name, storage=store)
     attrs = study.user_attrs
     task = list(attrs.get("t4bench_task_overrides", []))
@@ -61,7 +75,7 @@ def command(storage: str, study_name: str | None, seeds: Sequence[int], extra: S
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m t4bench.sweep.validate", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
     parser.add_argument("--sweep-dir", type=Path, help="the sweep's hydra.sweep.dir (storage: <dir>/optuna.journal)")
     parser.add_argument("--storage", help="the study's storage (journal path or SQLAlchemy URL) instead of --sweep-dir")
     parser.add_argument("--study", help="study name (default: the only study in the storage)")
@@ -69,13 +83,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="print the command only")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every validation run")
     args = parser.parse_args(argv)
-    if args.storage is None:
-        if args.sweep_dir is None:
-            parser.error("give --sweep-dir or --storage")
-        args.storage = str(args.sweep_dir / "optuna.journal")
-        if not Path(args.storage).exists():
-            parser.error(f"no study journal at {args.storage}")
-    cmd = command(args.storage, args.study, parse_seeds(args.seeds), args.overrides)
+    try:
+        if args.storage is None:
+            if args.sweep_dir is None:
+                raise ValidationError("give --sweep-dir or --storage")
+            args.storage = str(args.sweep_dir / "optuna.journal")
+            if not Path(args.storage).exists():
+                raise ValidationError(f"no study journal at {args.storage}")
+        cmd = command(args.storage, args.study, parse_seeds(args.seeds), args.overrides)
+    except ValidationError as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 2
     print(" ".join(cmd), flush=True)
     if args.dry_run:
         return 0
