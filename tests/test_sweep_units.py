@@ -183,3 +183,21 @@ def test_postgresql_storage_accounting(postgres_url: str) -> None:
     assert trial.params == study.trials[0].params  # the requeued parameters
     study.tell(trial, 1.0)
     assert [t.state for t in study.trials] == [TrialState.FAIL, TrialState.COMPLETE]
+
+
+def test_validate_rejects_bad_input_in_one_line(tmp_path: Path) -> None:
+    import optuna
+
+    from t4bench.sweep.storage import open_storage
+
+    optuna.create_study(study_name="s", storage=open_storage(f"journal:{tmp_path / 'optuna.journal'}"))
+    cases = [
+        (["--sweep-dir", str(tmp_path / "nope")], "no study journal at"),
+        (["--sweep-dir", str(tmp_path), "--seeds", "1-x"], "--seeds '1-x'"),
+        (["--sweep-dir", str(tmp_path), "--study", "other"], "no study 'other'"),
+    ]
+    for args, message in cases:
+        proc = subprocess.run([sys.executable, "-m", "t4bench.sweep.validate", *args, "--dry-run"],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
