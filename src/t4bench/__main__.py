@@ -1,9 +1,10 @@
-"""`python -m t4bench`: the Hydra app. Heavy imports (torch, mlflow) happen only inside `main`,
-so `--help` and `--cfg job` stay fast."""
+"""`python -m t4bench`: the Hydra app. Heavy imports (torch, mlflow) happen only inside the task,
+after the preflight checks, so `--help`, `--cfg job` and bad input stay fast."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +12,28 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from t4bench import hardware
 from t4bench.errors import T4BenchError
+
+#: what ranks > 0 of an outer launcher add to their command line: no `.hydra/` record and no job
+#: log file, so Hydra's output directory is written once (by rank 0), not once per rank
+QUIET_RANK_OVERRIDES = {
+    "hydra.output_subdir": "hydra.output_subdir=null",
+    "hydra/job_logging": "hydra/job_logging=stdout",
+}
+
+
+def rank_overrides(argv: Sequence[str], outer_rank: int) -> list[str]:
+    """`argv` plus, on a non-zero rank, the overrides that keep it out of Hydra's output
+    directory (an option the user set already is left to them)."""
+    if outer_rank == 0:
+        return list(argv)
+    given = {arg.split("=", 1)[0].removeprefix("override ").lstrip("+~") for arg in argv}
+    return [*argv, *(override for key, override in QUIET_RANK_OVERRIDES.items() if key not in given)]
 
 
 @hydra.main(version_base="1.3", config_path="../../conf", config_name="config")
-def main(cfg: DictConfig) -> dict[str, Any]:
+def app(cfg: DictConfig) -> dict[str, Any]:
     try:
         from t4bench.runner import run
 
@@ -23,6 +41,12 @@ def main(cfg: DictConfig) -> dict[str, Any]:
     except T4BenchError as err:
         print(f"t4bench: error: {err}", file=sys.stderr)
         sys.exit(2)
+
+
+def main() -> None:
+    """Console entry (`t4bench ...`, `python -m t4bench ...`)."""
+    sys.argv = [sys.argv[0], *rank_overrides(sys.argv[1:], hardware.outer_rank())]
+    app()
 
 
 if __name__ == "__main__":

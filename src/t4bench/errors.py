@@ -7,3 +7,8 @@ class T4BenchError(Exception):
 
 class DatasetMissingError(T4BenchError):
     """A configured dataset is not where the config says; the message names the expected files."""
+
+
+class RunTerminated(BaseException):
+    """SIGTERM (or the launcher's signal), turned into an exception so the MLflow run is closed
+    as KILLED; a BaseException so that `except Exception` in user code does not swallow it."""

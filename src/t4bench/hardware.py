@@ -1,13 +1,16 @@
 """Hardware profiles (`conf/hw/*.yaml`): detect what this machine has, resolve `hw=auto`, check the
 requested profile against it before anything is created, and pick the device of a rank.
 
-Detection asks NVML first (names, no CUDA context) and falls back to `torch.cuda`. A mismatch
+Detection asks NVML first (names, no CUDA context) and falls back to `torch.cuda` only when a CUDA
+driver library is present, so a CPU host answers without importing torch (a wrong `hw=` fails in
+about a second, before torch and MLflow load). A mismatch
 (`hw=t4` on an H200 or on a CPU-only host, `hw.count=4` with one GPU) is one `T4BenchError` line
 naming what was asked and what was found; `hw.strict=false` runs anyway and the run is tagged.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 from dataclasses import dataclass, field
@@ -20,7 +23,7 @@ from t4bench.errors import T4BenchError
 
 PROFILE_DIR = Path(__file__).resolve().parents[2] / "conf" / "hw"
 #: keys of conf/hw/auto.yaml that, when not null, override the detected profile's values
-_AUTO_OVERRIDES = ("count", "precision", "strict", "loader_workers", "telemetry")
+_AUTO_OVERRIDES = ("count", "precision", "strict", "loader_workers", "threads", "telemetry")
 
 
 @dataclass(frozen=True)
@@ -32,11 +35,13 @@ class Found:
     source: str
     #: why NVML could not be asked (empty when it was)
     nvml_error: str = ""
+    #: what CUDA said when NVML found nothing: no driver library, or torch.cuda's device count
+    cuda_note: str = "torch.cuda: 0 devices"
 
     def describe(self) -> str:
         if not self.gpus:
             why = f"; NVML: {self.nvml_error}" if self.nvml_error else ""
-            return f"no NVIDIA GPU (torch.cuda sees 0 devices{why})"
+            return f"no NVIDIA GPU ({self.cuda_note}{why})"
         names: dict[str, int] = {}
         for name in self.gpus:
             names[name] = names.get(name, 0) + 1
@@ -114,10 +119,22 @@ def _torch_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+def cuda_driver_present() -> bool:
+    """Whether the CUDA driver library loads: without it torch.cuda cannot see a GPU either, so
+    detection can answer without importing torch (which takes seconds)."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
 def detect() -> Found:
     names, error = nvml_gpu_names()
     if names:
         return Found(tuple(names), "nvml")
+    if not cuda_driver_present():
+        return Found((), "none", error, "no CUDA driver: libcuda.so.1 not found")
     import torch
 
     if torch.cuda.is_available() and torch.cuda.device_count() > 0:
@@ -171,6 +188,14 @@ def outer_world_size() -> int:
     return 1
 
 
+def outer_rank() -> int:
+    """This process's global rank under an outer launcher (0 when run directly)."""
+    for var in ("RANK", "HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):
+        if os.environ.get(var):
+            return int(os.environ[var])
+    return 0
+
+
 def outer_local_world_size() -> int:
     for var in ("LOCAL_WORLD_SIZE", "HOROVOD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"):
         if os.environ.get(var):
@@ -219,7 +244,7 @@ def check(cfg: DictConfig, found: Found | None = None) -> Check:
     asked = f"hw={name}" + (f" hw.count={count}" if count > 1 else "") + f" asks for {local}x {_label(cfg)}"
     if not found.gpus:
         nvml = f"NVML: {found.nvml_error}; " if found.nvml_error else ""
-        problem = f"{asked}, but this machine has no NVIDIA GPU ({nvml}torch.cuda: 0 devices); use hw=cpu or hw=auto"
+        problem = f"{asked}, but this machine has no NVIDIA GPU ({nvml}{found.cuda_note}); use hw=cpu or hw=auto"
         result.cpu_fallback = True
     else:
         wrong = [gpu for gpu in found.gpus if not matches(cfg.hw, gpu)]
@@ -252,6 +277,29 @@ def device_for(cfg: DictConfig, local_rank: int) -> Any:
     index = local_rank % torch.cuda.device_count()
     torch.cuda.set_device(index)
     return torch.device("cuda", index)
+
+
+def host_cores() -> int:
+    """Cores this process may run on (the affinity mask: a container's or taskset's share)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def threads_per_rank(cfg: DictConfig, local_ranks: int) -> int | None:
+    """torch intra-op threads for one rank: `hw.threads` when set; with several ranks on this host
+    and no OMP_NUM_THREADS, the cores split between them (each rank's default of every core
+    oversubscribes the host: 2 ranks x 2 threads on 2 cores run several times slower);
+    None keeps torch's default."""
+    chosen = cfg.hw.get("threads")
+    if chosen is not None:
+        if int(chosen) < 1:
+            raise T4BenchError(f"hw.threads={chosen}: give a positive number of threads per rank, or null")
+        return int(chosen)
+    if local_ranks > 1 and not os.environ.get("OMP_NUM_THREADS"):
+        return max(1, host_cores() // local_ranks)
+    return None
 
 
 def uses_gpu(cfg: DictConfig) -> bool:

@@ -7,6 +7,9 @@
 - An outer launcher already started the ranks: torchrun / torch.distributed.run (RANK, WORLD_SIZE,
   LOCAL_RANK, MASTER_ADDR/PORT), horovodrun or mpirun (HOROVOD_* / OMPI_COMM_WORLD_*), SLURM srun
   (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, the first node of SLURM_JOB_NODELIST as master).
+
+torch is imported inside the functions that need it: the runner calls `preflight` before torch
+has loaded, so a bad `dist=` choice fails in about a second.
 """
 
 from __future__ import annotations
@@ -20,12 +23,10 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-import torch
-import torch.distributed as dist
 from omegaconf import DictConfig
 
-from t4bench import distributed, hardware
-from t4bench.errors import T4BenchError
+from t4bench import hardware
+from t4bench.errors import RunTerminated, T4BenchError
 
 #: the variables that say which launcher started this process, checked in this order
 _LOCAL_RANK_VARS = ("LOCAL_RANK", "HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")
@@ -79,10 +80,14 @@ def preflight(cfg: DictConfig) -> None:
     """Fail fast (before any run exists) when the chosen backend cannot work here."""
     backend = dist_backend(cfg)
     if backend == "horovod":
+        from t4bench import distributed
+
         distributed.import_horovod()
     elif backend != "ddp":
         raise T4BenchError(f"dist.backend={backend!r}: choose ddp or horovod")
     if backend == "ddp" and (int(cfg.hw.count) > 1 or launched_world_size() > 1):
+        import torch.distributed as dist
+
         group = process_group_backend(cfg)
         available = {"nccl": dist.is_nccl_available(), "gloo": dist.is_gloo_available()}
         if group in available and not available[group]:
@@ -108,6 +113,7 @@ def spawn(cfg: DictConfig, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any
     count = int(cfg.hw.count)
     if dist_backend(cfg) == "horovod":
         return _spawn_horovod(cfg, fn, args, count)
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -128,6 +134,8 @@ def spawn(cfg: DictConfig, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any
         results = elastic_launch(config, fn)(*args)
     except ChildFailedError as err:
         raise RanksFailed(_describe_failures(err)) from None
+    except SignalException as err:  # the agent's own SIGTERM/SIGINT handler; it stopped the ranks
+        raise RunTerminated(f"signal {int(err.sigval)}") from None
     return results[0]
 
 
@@ -145,7 +153,9 @@ def _describe_failures(err: Any) -> str:
 
 
 def _spawn_horovod(cfg: DictConfig, fn: Callable[..., Any], args: tuple[Any, ...], count: int) -> Any:
-    hvd = distributed.import_horovod()  # noqa: F841 (fails with the install hint)
+    from t4bench import distributed
+
+    distributed.import_horovod()  # fails with the install hint
     import horovod
 
     try:
@@ -200,16 +210,13 @@ def _mpi_env() -> None:
             return
 
 
-def _cpu_threads() -> None:
-    """Share the cores between the ranks on this node unless OMP_NUM_THREADS says otherwise."""
-    if os.environ.get("OMP_NUM_THREADS"):
-        return
-    local = max(hardware.outer_local_world_size(), 1)
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // local))
-
-
 def init_process_group(cfg: DictConfig) -> None:
     """Join the group the launcher described in the environment (nothing in a single process)."""
+    import torch
+    import torch.distributed as dist
+
+    from t4bench import distributed
+
     if distributed.active():
         return
     backend = dist_backend(cfg)
@@ -217,8 +224,6 @@ def init_process_group(cfg: DictConfig) -> None:
         hvd = distributed.import_horovod()
         hvd.init()
         distributed.use_horovod(hvd, str(cfg.dist.get("compression", "none")))
-        if hvd.size() > 1:
-            _cpu_threads()
         if hardware.uses_gpu(cfg):
             torch.cuda.set_device(int(hvd.local_rank()) % torch.cuda.device_count())
         return
@@ -229,6 +234,4 @@ def init_process_group(cfg: DictConfig) -> None:
     group = process_group_backend(cfg)
     if group == "nccl":
         torch.cuda.set_device(local_rank() % torch.cuda.device_count())
-    else:
-        _cpu_threads()
     dist.init_process_group(backend=group, timeout=timedelta(seconds=int(cfg.dist.get("timeout_s", 600))))

@@ -114,8 +114,8 @@ class Trainer:
             loss, units = self.bench.loss(self.train_model, batch)
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
+        # step + update; with Horovod the gradients are reduced before the scaler unscales them
+        distributed.scaler_step(self.scaler, self.optimizer)
         self.steps += 1
         # every rank steps in lock-step on equally sized shards, so the global count is local x ranks
         self.samples_seen += samples * self.ctx.world_size
