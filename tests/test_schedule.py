@@ -56,3 +56,48 @@ def test_warmup_is_linear_and_inverse_sqrt_decays_after_it() -> None:
 def test_unknown_unit_is_rejected() -> None:
     with pytest.raises(ValueError, match="schedule.unit"):
         step_schedule("epochs")
+
+
+def warmup_schedule(shape: str, unit: str = "samples") -> Schedule:
+    return Schedule(
+        unit=unit, kind="constant", warmup_epochs=2.0, decay_epochs=[], decay_factor=1.0,
+        ref_batch_size=REF_BATCH, train_size=TRAIN, warmup_shape=shape,
+    )
+
+
+def test_exponential_warmup_grows_by_a_constant_factor_from_one_percent() -> None:
+    schedule = warmup_schedule("exponential")
+    # NVIDIA's v0.5 GNMT: lr x 0.01^(1 - t/warmup)
+    assert schedule.factor(0, 0) == pytest.approx(0.01)
+    assert schedule.factor(TRAIN // 2, 0) == pytest.approx(0.01**0.75)
+    assert schedule.factor(TRAIN, 0) == pytest.approx(0.1)
+    assert schedule.factor(2 * TRAIN, 0) == 1.0
+    quarters = [schedule.factor(q * TRAIN // 2, 0) for q in range(4)]
+    ratios = [b / a for a, b in zip(quarters, quarters[1:])]
+    assert ratios == pytest.approx([ratios[0]] * 3)
+    # below the linear ramp all through the warm-up (it starts slower)
+    linear = warmup_schedule("linear")
+    assert all(schedule.factor(q * TRAIN // 2, 0) < linear.factor(q * TRAIN // 2, 0) for q in range(1, 4))
+
+
+def test_exponential_warmup_follows_the_schedule_unit() -> None:
+    schedule = warmup_schedule("exponential", unit="steps")
+    # 2 warm-up epochs at the reference batch = 200 steps, whatever the real batch
+    assert schedule.factor(samples_seen=4 * TRAIN, steps_done=100) == pytest.approx(0.1)
+    assert schedule.factor(samples_seen=4 * TRAIN, steps_done=200) == 1.0
+
+
+def test_warmup_shape_defaults_to_linear_in_configs_that_omit_it() -> None:
+    from omegaconf import OmegaConf
+
+    from t4bench.schedule import from_config
+
+    node = OmegaConf.create({"unit": "samples", "kind": "constant", "warmup_epochs": 1.0,
+                             "decay_epochs": [], "decay_factor": 0.5, "ref_batch_size": 10})
+    OmegaConf.set_struct(node, True)
+    assert from_config(node, TRAIN).warmup_shape == "linear"
+
+
+def test_unknown_warmup_shape_is_rejected() -> None:
+    with pytest.raises(ValueError, match="schedule.warmup_shape"):
+        warmup_schedule("cosine")

@@ -5,6 +5,10 @@ Warm-up and decay points are written in epochs *at the reference batch* (`ref_ba
 `unit=steps` converts them once into optimizer steps at the reference batch, so with a larger
 global batch (more GPUs) the same step count covers more epochs — how NVIDIA's MLPerf v0.5 GNMT
 decays, and the candidate explanation for the study's GPU-count-dependent epochs-to-converge.
+
+The warm-up ramps the LR up to its base value over `warmup_epochs`: `warmup_shape=linear` (the
+default) from ~0, `exponential` from 1% of it, growing by a constant factor per unit of progress
+(NVIDIA's v0.5 GNMT: lr x 0.01^(1 - t/warmup)).
 """
 
 from __future__ import annotations
@@ -12,6 +16,23 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+
+def _linear_warmup(fraction: float) -> float:
+    # from a small non-zero LR so the first step already moves
+    return max(fraction, 1e-3)
+
+
+#: NVIDIA's v0.5 GNMT starts its warm-up at 1% of the base LR
+EXPONENTIAL_WARMUP_START = 0.01
+
+
+def _exponential_warmup(fraction: float) -> float:
+    return EXPONENTIAL_WARMUP_START ** (1.0 - fraction)
+
+
+#: warm-up multiplier as a function of the fraction of the warm-up done (0 <= fraction < 1)
+WARMUP_SHAPES = {"linear": _linear_warmup, "exponential": _exponential_warmup}
 
 
 @dataclass(frozen=True)
@@ -23,6 +44,7 @@ class Schedule:
     decay_factor: float
     ref_batch_size: int
     train_size: int
+    warmup_shape: str = "linear"
 
     def __post_init__(self) -> None:
         if self.unit not in ("samples", "steps"):
@@ -30,6 +52,10 @@ class Schedule:
         if self.kind not in ("constant", "step", "inverse_sqrt"):
             raise ValueError(
                 f"schedule.kind must be constant, step or inverse_sqrt, got {self.kind!r}"
+            )
+        if self.warmup_shape not in WARMUP_SHAPES:
+            raise ValueError(
+                f"schedule.warmup_shape must be linear or exponential, got {self.warmup_shape!r}"
             )
 
     def progress(self, samples_seen: int, steps_done: int) -> float:
@@ -44,8 +70,7 @@ class Schedule:
         t = self.progress(samples_seen, steps_done)
         warmup = self.warmup_epochs
         if warmup > 0 and t < warmup:
-            # linear warm-up from a small non-zero LR so the first step already moves
-            return max(t, 1e-3 * warmup) / warmup
+            return WARMUP_SHAPES[self.warmup_shape](t / warmup)
         if self.kind == "inverse_sqrt":
             return math.sqrt(warmup / t) if warmup > 0 and t > 0 else 1.0
         if self.kind == "step":
@@ -64,4 +89,6 @@ def from_config(cfg: object, train_size: int) -> Schedule:
         decay_factor=float(cfg.decay_factor),  # type: ignore[attr-defined]
         ref_batch_size=int(cfg.ref_batch_size),  # type: ignore[attr-defined]
         train_size=int(train_size),
+        # optional so model configs written before it (linear warm-up) need not name it
+        warmup_shape=str(cfg.get("warmup_shape", "linear")),  # type: ignore[attr-defined]
     )
