@@ -37,7 +37,7 @@ from pathlib import Path
 
 DING_PATH = Path(os.environ.get("T4BENCH_DING_PATH", "/usr/share/trans/de-en"))
 #: bump when anything below changes what is written
-VERSION = "3"
+VERSION = "4"
 MAX_EN_WORDS = 12
 TEST_SIZE = {"ding": 1000, "mini": 500}
 MINI_VOCAB = 600
@@ -314,6 +314,9 @@ class PseudoLanguage:
         while i < len(tokens):
             word = words[i]
             that_det = tokens[i] == "that" and self._starts_np(words, i + 1)
+            if tokens[i] == "that" and not that_det:
+                # "that" before a clause, not a noun phrase, opens a subordinate clause ("dass")
+                word = Word("sub", SUBORDINATORS["that"])
             if word.pos in ("art", "det", "adj") or that_det:
                 end, head = self._noun_phrase(words, i)
                 if head is not None:
