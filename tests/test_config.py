@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -55,3 +56,30 @@ def test_unknown_model_lists_the_choices() -> None:
     assert proc.returncode != 0
     assert "Could not find 'model/nope'" in proc.stderr
     assert "\tncf" in proc.stderr
+
+
+def test_scales_a_model_defines() -> None:
+    from t4bench import preflight
+
+    assert preflight.available_scales("ncf") == ["mini", "reference"]
+    assert preflight.available_scales("gnmt") == ["mini", "ding", "reference"]
+    preflight.check_scale(compose(["model=transformer", "scale=ding"]))
+    preflight.check_scale(compose(["data=synthetic"]))  # synthetic implies reference
+
+
+def test_a_scale_the_model_lacks_fails_before_anything_starts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # Hydra drops the missing optional conf/model_scale/ncf_ding.yaml silently: it would run mini
+    db = tmp_path / "mlflow.db"
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "t4bench", "model=ncf", "scale=ding", f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{db}"},
+    )
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("import time:")]
+    assert lines == [
+        "t4bench: error: scale=ding is not defined for model=ncf (no conf/model_scale/ncf_ding.yaml); "
+        "scales for ncf: mini, reference"
+    ]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
+    assert "torch" not in imported and "mlflow" not in imported
+    assert not db.exists()  # no MLflow store, let alone a run

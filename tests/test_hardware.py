@@ -112,25 +112,65 @@ def test_not_strict_passes_and_tags_the_mismatch() -> None:
     assert tags["t4bench.hw_requested"] == "t4" and tags["t4bench.hw_detected"] == "1x NVIDIA H200"
 
 
+def imported_modules(stderr: str) -> set[str]:
+    """Top-level module names from `python -X importtime` output."""
+    return {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in stderr.splitlines() if line.startswith("import time:")}
+
+
 def test_hw_t4_on_this_host_fails_fast_without_a_run(run_t4bench, mlflow_client) -> None:  # type: ignore[no-untyped-def]
     if hardware.detect().gpus:
         pytest.skip("this host has a GPU")
-    proc = run_t4bench("hw=t4", check=False)
+    proc = run_t4bench("hw=t4", check=False, module=("-X", "importtime", "-m", "t4bench"))
     assert proc.returncode == 2, proc.stderr[-2000:]
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert lines[-1].startswith("t4bench: error: hw=t4 asks for 1x NVIDIA T4, but this machine has no NVIDIA GPU"), lines
-    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("import time:")]
+    assert lines == [lines[-1]] and lines[-1].startswith(
+        "t4bench: error: hw=t4 asks for 1x NVIDIA T4, but this machine has no NVIDIA GPU"
+    ), lines
+    # failing fast means failing before the heavy imports (torch, MLflow: tens of seconds on 2 cores)
+    assert not imported_modules(proc.stderr) & {"torch", "mlflow"}
     assert all_runs(mlflow_client, "t4bench-ncf") == []
+
+
+def test_cpu_host_detection_needs_no_torch() -> None:
+    if hardware.cuda_driver_present():
+        pytest.skip("this host has a CUDA driver")
+    found = hardware.detect()
+    assert found.gpus == () and found.source == "none" and "libcuda" in found.describe()
+
+
+@pytest.mark.parametrize(
+    ("threads", "local_ranks", "omp", "expected"),
+    [
+        (None, 1, None, None),  # one rank: torch's default
+        (None, 2, None, max(1, hardware.host_cores() // 2)),  # ranks share the host's cores
+        (None, 2, "1", None),  # OMP_NUM_THREADS decides (torch reads it)
+        (3, 2, "1", 3),  # hw.threads wins
+        (2, 1, None, 2),
+    ],
+)
+def test_threads_per_rank(  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch, threads, local_ranks, omp, expected
+) -> None:
+    if omp is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", omp)
+    assert hardware.threads_per_rank(cfg_for("cpu", threads=threads), local_ranks) == expected
+
+
+def test_bad_threads_is_one_line() -> None:
+    with pytest.raises(T4BenchError, match=r"^hw.threads=0: give a positive number"):
+        hardware.threads_per_rank(cfg_for("cpu", threads=0), 1)
 
 
 @pytest.mark.slow
 def test_not_strict_runs_on_cpu_and_is_tagged(run_t4bench, mlflow_client) -> None:  # type: ignore[no-untyped-def]
     if hardware.detect().gpus:
         pytest.skip("this host has a GPU")
-    run_t4bench("hw=t4", "hw.strict=false", "hw.precision=fp32", *FAST)
+    run_t4bench("hw=t4", "hw.strict=false", "hw.precision=fp32", "hw.threads=1", *FAST)
     (run,) = all_runs(mlflow_client, "t4bench-ncf")
     assert run.info.status == "FINISHED"
-    assert run.data.tags["t4bench.hw"] == "t4"
+    assert run.data.tags["t4bench.hw"] == "t4" and run.data.tags["t4bench.threads"] == "1"
     assert "no NVIDIA GPU" in run.data.tags["t4bench.hw_mismatch"]
     assert run.data.tags["t4bench.precision"] == "fp32"
     assert run.data.tags["t4bench.telemetry"].startswith("off: ")
