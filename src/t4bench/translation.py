@@ -25,6 +25,8 @@ from t4bench.benchmark import Benchmark
 from t4bench.errors import DatasetMissingError
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
+#: the environment variable that conf/model_scale/<model>_reference.yaml reads the WMT directory from
+REFERENCE_ENV = {"gnmt": "T4BENCH_WMT16_DIR", "transformer": "T4BENCH_WMT17_DIR"}
 
 
 class Tokenizer:
@@ -200,14 +202,19 @@ class TranslationBenchmark(Benchmark):
             return
         missing = [str(path) for path in _data_files(cfg.model.data).values() if not path.is_file()]
         if missing:
+            scale = str(cfg.get("scale", {}).get("name", "?"))
+            hint = (f"set the directory with {REFERENCE_ENV.get(cfg.model.name, 'model.data.path')} "
+                    "or model.data.path" if scale == "reference"
+                    else "write it with `python -m t4bench.data.prepare translation`")
             raise DatasetMissingError(
-                f"{cfg.model.name}: missing {', '.join(missing)} (mini and Ding data: "
-                "`python -m t4bench.data.prepare`; reference WMT: set the paths in "
-                f"conf/model_scale/{cfg.model.name}_reference.yaml or their environment variables)"
+                f"{cfg.model.name} {scale} needs {cfg.model.data.dataset}: expected "
+                f"{', '.join(missing)} ({hint})"
             )
 
     @property
     def train_size(self) -> int:
+        if self.tokenizer is None:  # synthetic mode: no epoch; one global batch stands for it
+            return int(self.model_cfg.batch_size) * self.ctx.world_size
         return len(self.train_pairs)
 
     def train_batches(self, epoch: int) -> Iterable[TranslationBatch]:
