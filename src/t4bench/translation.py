@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from t4bench.benchmark import Benchmark
+from t4bench.data.translation import bleu as corpus_bleu
 from t4bench.errors import DatasetMissingError
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
@@ -129,13 +130,6 @@ def greedy_decode(model: nn.Module, src: torch.Tensor, src_len: torch.Tensor, ma
     out = torch.stack(steps, dim=1).tolist()
     return [[t for t in row[: row.index(EOS)] if t != PAD] if EOS in row else [t for t in row if t != PAD]
             for row in out]
-
-
-def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
-    """SacreBLEU (13a tokenization, exp smoothing) of detokenized hypotheses: 0-100."""
-    import sacrebleu
-
-    return float(sacrebleu.corpus_bleu(list(hypotheses), [list(references)]).score)
 
 
 def sinusoidal_positions(length: int, dim: int) -> torch.Tensor:

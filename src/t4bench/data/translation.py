@@ -433,6 +433,8 @@ class PseudoLanguage:
 
 
 def bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
+    """SacreBLEU (13a tokenization, exp smoothing) of detokenized hypotheses, 0-100: the metric of
+    the baselines here and of the models (`t4bench.translation.corpus_bleu`)."""
     import sacrebleu
 
     return float(sacrebleu.corpus_bleu(list(hypotheses), [list(references)]).score)
