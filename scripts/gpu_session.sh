@@ -3,6 +3,9 @@
 # carried in .whl/ (mlflow, hydra, optuna, pycocotools, mlperf-logging, ...; see docs/hardware.md),
 # put src/ on the path, then run the named GPU scripts one after another, each into its own log.
 #   bash scripts/gpu_session.sh scripts/gpu_checks.sh scripts/gpu_vision.sh ...
+# A script named as bg:PATH runs in the background from the start (CPU-only work that shares the
+# lease, e.g. bg:scripts/seeds_translation.sh with BG_ARGS="5"), and is waited for at the end; its
+# CPU load is then on the host while the GPU scripts are timed: say so next to their figures.
 # Logs land in $OUT (or /tmp/t4bench_gpu), MLflow stores and run folders in $OUT/work.tgz; each
 # script prints its figures last.
 set -uo pipefail
@@ -25,12 +28,32 @@ python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.i
 nvidia-smi --query-gpu=name,driver_version,power.draw,temperature.gpu,clocks.sm --format=csv,noheader || true
 
 status=0
+background=()
+foreground=()
 for script in "$@"; do
+  if [[ $script == bg:* ]]; then background+=("${script#bg:}"); else foreground+=("$script"); fi
+done
+bg_pids=()
+for script in "${background[@]}"; do
+  name=$(basename "$script" .sh)
+  echo "===== $script in the background ($(date +%T))"
+  # shellcheck disable=SC2086  # BG_ARGS is a word list on purpose
+  bash "$script" ${BG_ARGS:-} >"$results/$name.log" 2>&1 &
+  bg_pids+=("$!:$name")
+done
+
+for script in "${foreground[@]}"; do
   name=$(basename "$script" .sh)
   echo "===== $script ($(date +%T))"
   started=$SECONDS
   bash "$script" >"$results/$name.log" 2>&1 || { echo "!! $script exited $?"; status=1; }
   echo "----- last lines of $name.log ($((SECONDS - started)) s)"
+  tail -n "${TAIL_LINES:-25}" "$results/$name.log"
+done
+for entry in "${bg_pids[@]}"; do
+  pid=${entry%%:*} name=${entry#*:}
+  wait "$pid" || { echo "!! background $name exited $?"; status=1; }
+  echo "----- last lines of $name.log (background, done $(date +%T))"
   tail -n "${TAIL_LINES:-25}" "$results/$name.log"
 done
 tar czf "$results/work.tgz" -C "$results" work && rm -rf "$OUT"
