@@ -65,19 +65,19 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
         hw_tags["t4bench.device"] = "cpu (no CUDA here; hw.strict=false)"
     if launch.should_spawn(cfg):
         return _spawn_ranks(cfg, output_dir, bench_cls, hw_tags)
+    from t4bench.rank import run_rank  # torch, MLflow: only now
+
     return run_rank(cfg, output_dir, hw_tags=hw_tags)
 
 
-def run_rank(
-    cfg: DictConfig,
-    output_dir: Path,
-    run_id: str | None = None,
-    hw_tags: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """Train on this rank (`t4bench.rank.run_rank`; imported on use since it loads torch and MLflow)."""
-    from t4bench import rank
+def __getattr__(name: str) -> Any:
+    """`runner.run_rank` (older import path, e.g. benchmarks/harness_overhead.py) is
+    `t4bench.rank.run_rank`, loaded on first use since it brings torch and MLflow."""
+    if name == "run_rank":
+        from t4bench.rank import run_rank
 
-    return rank.run_rank(cfg, output_dir, run_id=run_id, hw_tags=hw_tags)
+        return run_rank
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _spawn_ranks(
@@ -108,6 +108,8 @@ def _spawn_ranks(
 
 def _spawned_rank(plain: dict[str, Any], output_dir: str, run_id: str, hw_tags: dict[str, str]) -> dict[str, Any]:
     """One rank started by `_spawn_ranks` (importable by name: ranks are fresh interpreters)."""
+    from t4bench.rank import run_rank
+
     cfg = OmegaConf.create(plain)
     assert isinstance(cfg, DictConfig)
     try:
