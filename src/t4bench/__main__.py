@@ -3,6 +3,7 @@ after the preflight checks, so `--help`, `--cfg job` and bad input stay fast."""
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,7 +14,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from t4bench import hardware
-from t4bench.errors import T4BenchError
+from t4bench.errors import RunTerminated, T4BenchError
 
 #: what ranks > 0 of an outer launcher add to their command line: no `.hydra/` record and no job
 #: log file, so Hydra's output directory is written once (by rank 0), not once per rank
@@ -46,7 +47,11 @@ def app(cfg: DictConfig) -> dict[str, Any]:
 def main() -> None:
     """Console entry (`t4bench ...`, `python -m t4bench ...`)."""
     sys.argv = [sys.argv[0], *rank_overrides(sys.argv[1:], hardware.outer_rank())]
-    app()
+    try:
+        app()
+    except RunTerminated as stop:  # the run is closed as KILLED already; exit as a signal would
+        print(f"t4bench: stopped by {stop}; the MLflow run is marked KILLED", file=sys.stderr)
+        sys.exit(128 + int(signal.SIGTERM))
 
 
 if __name__ == "__main__":
