@@ -3,7 +3,8 @@
     python3 scripts/gpu_checks.py [--hw h200] [--reps 3] [--steps 500]      (or scripts/gpu_checks.sh)
 
 1. `hw=auto` resolves to the expected profile (h200 on an H200).
-2. A profile this host does not have (`hw=t4`) fails with one line, exit 2, no MLflow run.
+2. A profile this host does not have (`hw=t4`), or more GPUs than it has (`hw.count=N+1`), fails
+   with one line, exit 2.
 3. Idle power of GPU 0 (NVML, before any run): the floor training power must exceed.
 4. Mini NCF on `hw=<profile>` with telemetry: metrics present and plausible (power above idle,
    energy > 0, per-GPU time series, GPU inventory tags). Needs data/movielens-100k (skipped without).
@@ -118,6 +119,16 @@ class Checks:
         ok = proc.returncode == 2 and last.startswith(f"t4bench: error: hw={wrong} asks for") and "Traceback" not in proc.stderr
         self.add(f"hw={wrong} fails fast", ok, f"exit {proc.returncode} after {wall:.1f} s: {last}")
 
+    def too_many_gpus_fail(self) -> None:
+        if not self.found.gpus:
+            self.add("hw.count above the GPUs here fails", None, "no GPU")
+            return
+        count = len(self.found.gpus) + 1
+        proc, wall = self.t4bench(f"hw={self.args.hw}", f"hw.count={count}", name="too_many", timeout=120)
+        last = ([line for line in proc.stderr.splitlines() if line.strip()] or [""])[-1]
+        ok = proc.returncode == 2 and f"hw.count={count}" in last and "only" in last
+        self.add(f"hw.count={count} fails fast", ok, f"exit {proc.returncode} after {wall:.1f} s: {last}")
+
     def idle_power(self) -> None:
         if not self.found.gpus:
             self.add("idle power (NVML)", None, "no GPU")
@@ -229,6 +240,7 @@ def main() -> int:
     checks = Checks(args)
     checks.detection()
     checks.wrong_profile_fails()
+    checks.too_many_gpus_fail()
     checks.idle_power()
     checks.mini_run()
     checks.telemetry_cost()
