@@ -57,9 +57,14 @@ def overrides_for(model: str, args: argparse.Namespace) -> list[str]:
     return chosen + list(args.overrides)
 
 
+def rate(value: float) -> str:
+    """One decimal for GPU-sized figures, three significant ones for a CPU smoke test's."""
+    return f"{value:,.1f}" if value >= 10 else f"{value:.3g}"
+
+
 def table(rows: list[Comparison]) -> str:
     lines = [f"{'model':<10} {'batch':>5} {'precision':<9} {'t4bench img/s':>14} {'bare img/s':>11} {'ratio':>6}"]
-    lines += [f"{r.model:<10} {r.batch:>5} {r.precision:<9} {r.t4bench:>14,.1f} {r.bare:>11,.1f} {r.ratio:>6.3f}"
+    lines += [f"{r.model:<10} {r.batch:>5} {r.precision:<9} {rate(r.t4bench):>14} {rate(r.bare):>11} {r.ratio:>6.3f}"
               for r in rows]
     return "\n".join(lines)
 
@@ -72,7 +77,7 @@ def main(argv: list[str]) -> None:
         rows = []
         for model in args.models:
             rows.append(compare(overrides_for(model, args), out))
-            print(f"{model}: t4bench {rows[-1].t4bench:,.1f}, bare {rows[-1].bare:,.1f} img/s", flush=True)
+            print(f"{model}: t4bench {rate(rows[-1].t4bench)}, bare {rate(rows[-1].bare)} img/s", flush=True)
             gc.collect()  # free the bare loop's model before the next t4bench subprocess
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
