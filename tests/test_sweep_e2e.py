@@ -187,4 +187,11 @@ def test_held_out_validation_reports_both_distributions(two_worker_sweep: tuple[
     result = json.loads((sweep_dir / "validation.json").read_text())
     assert [r["seed"] for r in result["best"]["runs"]] == [7] and [r["seed"] for r in result["reference"]["runs"]] == [7]
     assert result["best_trial"] == _study(sweep_dir).best_trial.number
+    from mlflow.tracking import MlflowClient
+
+    runs = all_runs(MlflowClient(uri), "t4bench-ncf")
+    parents = {r.data.tags["t4bench.sweep_id"]: r.info.status for r in runs if r.data.tags.get("t4bench.sweep_role") == "parent"}
+    # the sweep's own parent is left FINISHED; each set gets its own finished parent
+    assert parents == {"ncf-optuna": "FINISHED", f"ncf-optuna-validate-best-t{result['best_trial']}": "FINISHED",
+                       "ncf-optuna-validate-reference": "FINISHED"}
 

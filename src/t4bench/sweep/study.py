@@ -209,9 +209,14 @@ class OptunaStudyRunner:
             if known:
                 self.parent_id = str(known)
                 try:
-                    self.mlflow.update_run(self.parent_id, status="RUNNING")
-                except Exception:  # deleted from MLflow meanwhile: make a new one
+                    run = self.mlflow.get_run(self.parent_id)
+                except Exception:  # gone from this tracking store: make a new one
+                    run = None
+                if run is None or run.info.lifecycle_stage == "deleted":
                     known = None
+                elif not self.cfg.get("validate_seeds") and run.info.status != "RUNNING":
+                    # resumed: RUNNING again. A validation adds no trials, so it leaves the status be
+                    self.mlflow.update_run(self.parent_id, status="RUNNING")
             if not known:
                 self.parent_id = mlflow_runs.get_or_create_parent(
                     self.mlflow,
@@ -569,7 +574,9 @@ class OptunaStudyRunner:
             if batch:
                 for ret in self.launcher.launch(batch, initial_job_idx=offset * 100000 + int(todo[0])):
                     _ = ret.return_value
-            results = [r for r in mlflow_runs.seed_results(self.mlflow, self.exp_id, sweep_id) if r["seed"] in set(seeds)]
+            # by seed: runs of one set may come from several validation processes (in any order)
+            results = sorted((r for r in mlflow_runs.seed_results(self.mlflow, self.exp_id, sweep_id) if r["seed"] in set(seeds)),
+                             key=lambda r: r["seed"])
             summary = summarize(results)
             record(self.mlflow, parent, summary, self.sweep_dir / f"validate-{label}", f"{label} ({sweep_id})")
             self.mlflow.set_terminated(parent, status="FINISHED")
