@@ -19,6 +19,7 @@ import pytest
 from optuna.trial import TrialState
 
 from tests.conftest import DATA_ROOT, all_runs
+from tests.test_sweep_units import postgres_url  # noqa: F401  (fixture: a throwaway PostgreSQL server)
 
 # each test trains (1-3 epoch runs of NCF mini in subprocesses)
 pytestmark = pytest.mark.slow
@@ -195,3 +196,20 @@ def test_held_out_validation_reports_both_distributions(two_worker_sweep: tuple[
     assert parents == {"ncf-optuna": "FINISHED", f"ncf-optuna-validate-best-t{result['best_trial']}": "FINISHED",
                        "ncf-optuna-validate-reference": "FINISHED"}
 
+
+def test_two_workers_on_postgresql_finish_exactly_n_trials(postgres_url: str, tmp_path: Path) -> None:  # noqa: F811
+    """The several-machines mode: an SQLAlchemy URL instead of the journal (no shared lock file),
+    the pruning callback in each job reporting to the same server."""
+    sweep_dir = tmp_path / "sweep"
+    cmd = [sys.executable, "-m", "t4bench", "--multirun", *COMMON, "hydra.sweeper.n_trials=3", "hydra.sweeper.n_jobs=2",
+           f"hydra.sweeper.storage='{postgres_url}'", f"hydra.sweep.dir={sweep_dir}", f"hydra.run.dir={tmp_path / 'run'}"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=_env(f"sqlite:///{tmp_path / 'mlflow.db'}"), capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    trials = optuna.load_study(study_name="ncf-optuna", storage=postgres_url).trials
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len(complete) == 3
+    # a worker that asked one trial too many fails it as surplus; nothing else may be left over
+    assert all(t.user_attrs.get("t4bench_failed", "").startswith("surplus") for t in trials if t not in complete)
+    assert all(t.intermediate_values for t in complete)  # the lead seeds reported epoch 1 to PostgreSQL
+    assert not (sweep_dir / "optuna.journal").exists()
