@@ -6,6 +6,7 @@ rank 0 only, one Hydra output directory."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -119,6 +120,33 @@ def test_a_failing_rank_fails_the_run(run_t4bench, mlflow_client) -> None:  # ty
     assert "t4bench: error:" in proc.stderr and "rank" in proc.stderr
     (run,) = all_runs(mlflow_client, "t4bench-ncf")
     assert run.info.status == "FAILED"
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_launching_process_kills_ranks_and_run(tmp_path: Path, tracking_uri: str, mlflow_client) -> None:  # type: ignore[no-untyped-def]
+    import psutil
+
+    from conftest import DATA_ROOT
+
+    env = {**os.environ, "MLFLOW_TRACKING_URI": tracking_uri, "T4BENCH_DATA_DIR": str(DATA_ROOT), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "t4bench", "hw=cpu", "hw.count=2", "model.target.hr_at_10=0.99", "max_epochs=50",
+         "model.batch_size=4096", "progress=plain", f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:  # rank 0 is training
+        if line.startswith("init took"):
+            break
+    ranks = psutil.Process(proc.pid).children(recursive=True)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1] == "t4bench: stopped by signal 15; the MLflow run is marked KILLED"
+    _, alive = psutil.wait_procs(ranks, timeout=30)
+    assert not alive, f"ranks left running: {alive}"
+    (run,) = all_runs(mlflow_client, "t4bench-ncf")
+    assert run.info.status == "KILLED" and run.data.tags["t4bench.outcome"] == "killed"
 
 
 def test_spawn_only_without_outer_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
