@@ -102,7 +102,8 @@ def bare_loop_throughput(cfg: DictConfig, ctx: RunContext) -> float:
     lr = optim.base_lr(cfg.model.optimizer, int(cfg.model.batch_size), int(cfg.model.schedule.ref_batch_size))
     opt = optim.build(bench.param_groups(model), cfg.model.optimizer, lr)
     scaler = torch.amp.GradScaler(ctx.device.type, enabled=ctx.precision == "fp16")
-    batch = bench.synthetic_batch()  # already on the device, as in t4bench's synthetic mode
+    # as Trainer.step does: a no-op for batches generated on the device (vision), a copy for translation
+    batch = ctx.to_device(bench.synthetic_batch())
 
     def step() -> int:
         with torch.autocast(ctx.device.type, dtype=ctx.amp_dtype or torch.float32,
