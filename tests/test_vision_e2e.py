@@ -108,10 +108,10 @@ def test_reference_without_dataset_fails_fast_with_one_line(model, run_t4bench, 
 @pytest.mark.parametrize("model", VISION)
 def test_synthetic_mode_trains_the_reference_model(model, run_t4bench, mlflow_client, tmp_path: Path) -> None:
     # no dataset anywhere: synthetic mode must not look for one
+    nowhere = str(tmp_path / "nowhere")
     run_t4bench(f"model={model}", "data=synthetic", "hw=cpu", "data.steps=1", "data.warmup_steps=0",
-                f"model.batch_size={SYNTHETIC_BATCH[model]}", env={"T4BENCH_DATA_DIR": str(tmp_path / "empty"),
-                                           "T4BENCH_IMAGENET_DIR": str(tmp_path / "nowhere"),
-                                           "T4BENCH_COCO_DIR": str(tmp_path / "nowhere")})
+                f"model.batch_size={SYNTHETIC_BATCH[model]}",
+                env={"T4BENCH_DATA_DIR": nowhere, "T4BENCH_IMAGENET_DIR": nowhere, "T4BENCH_COCO_DIR": nowhere})
     run = only_run(mlflow_client, model)
     assert run.info.status == "FINISHED"
     tags, metrics, params = run.data.tags, run.data.metrics, run.data.params
