@@ -252,5 +252,7 @@ class TranslationBenchmark(Benchmark):
         batch, src_len, tgt_len = int(self.model_cfg.batch_size), int(data.synthetic_src_len), int(data.synthetic_tgt_len)
         src = torch.randint(4, self.vocab_size, (batch, src_len), generator=generator)
         tgt = torch.randint(4, self.vocab_size, (batch, tgt_len + 1), generator=generator)
-        return TranslationBatch(src, torch.full((batch,), src_len, dtype=torch.long), tgt[:, :-1], tgt[:, 1:])
+        # on the device already, as the loop's and a bare loop's steps both expect it
+        return self.ctx.to_device(
+            TranslationBatch(src, torch.full((batch,), src_len, dtype=torch.long), tgt[:, :-1], tgt[:, 1:]))
 
