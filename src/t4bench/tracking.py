@@ -26,7 +26,9 @@ import t4bench
 
 # MLflow accepts at most this many entries per log_batch call
 _BATCH_LIMIT = 100
-_VERSIONED = ("torch", "torchvision", "mlflow", "hydra-core", "optuna", "nvidia-ml-py", "tensorflow", "horovod")
+_VERSIONED = ("torch", "torchvision", "mlflow", "hydra-core", "optuna", "nvidia-ml-py", "tensorflow", "horovod",
+              # the quality metrics: BLEU and COCO mAP can shift between versions
+              "sacrebleu", "sentencepiece", "pycocotools")
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
