@@ -79,7 +79,7 @@ def t4bench_throughput(overrides: list[str], out: Path) -> float:
 
 
 def run_context(cfg: DictConfig, data_root: Path) -> RunContext:
-    """The context `runner.run_rank` would build for one rank (same device, precision, layout)."""
+    """The context `t4bench.rank.run_rank` would build for one rank (same device, precision, layout)."""
     device = hardware.device_for(cfg, 0)
     return RunContext(device=device, precision=str(cfg.hw.precision), rank=0, world_size=1,
                       local_rank=0, seed=int(cfg.seed), data_root=data_root,
@@ -102,7 +102,7 @@ def bare_loop_throughput(cfg: DictConfig, ctx: RunContext) -> float:
     lr = optim.base_lr(cfg.model.optimizer, int(cfg.model.batch_size), int(cfg.model.schedule.ref_batch_size))
     opt = optim.build(bench.param_groups(model), cfg.model.optimizer, lr)
     scaler = torch.amp.GradScaler(ctx.device.type, enabled=ctx.precision == "fp16")
-    # as Trainer.step does: a no-op for batches generated on the device (vision), a copy for translation
+    # once, as loop.measure_throughput does (a no-op for batches generated on the device)
     batch = ctx.to_device(bench.synthetic_batch())
 
     def step() -> int:
