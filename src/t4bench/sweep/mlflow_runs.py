@@ -72,13 +72,15 @@ def find_runs(mlflow: Any, exp_id: str, sweep_id: str, role: str | None) -> list
 
 
 def get_or_create_parent(
-    mlflow: Any, exp_id: str, sweep_id: str, kind: str, run_name: str, tags: Mapping[str, str] | None = None
+    mlflow: Any, exp_id: str, sweep_id: str, kind: str, run_name: str, tags: Mapping[str, str] | None = None,
+    *, reopen: bool = True,
 ) -> str:
-    """The sweep's parent run: found by tag when the sweep is resumed, else created."""
+    """The sweep's parent run: found by tag when the sweep is resumed (RUNNING again unless
+    `reopen` is false: a validation adds no trials to it), else created."""
     found = find_runs(mlflow, exp_id, sweep_id, "parent")
     if found:
         run_id = found[0].info.run_id
-        if found[0].info.status != "RUNNING":
+        if reopen and found[0].info.status != "RUNNING":
             mlflow.update_run(run_id, status="RUNNING")
         return str(run_id)
     run = mlflow.create_run(

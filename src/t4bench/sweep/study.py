@@ -31,6 +31,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from t4bench.errors import RunTerminated
 from t4bench.sweep import mlflow_runs, space as spaces, stats
 from t4bench.sweep.objective import RobustObjective
 from t4bench.sweep.pruning import PRUNED_ATTR
@@ -224,6 +225,7 @@ class OptunaStudyRunner:
                     self.sweep_id,
                     kind="optuna",
                     run_name=f"sweep-{self.study_name}",
+                    reopen=not self.cfg.get("validate_seeds"),
                     tags={
                         "t4bench.model": str(self.config.model.name),
                         "t4bench.optuna.study": self.study_name,
@@ -565,20 +567,26 @@ class OptunaStudyRunner:
                 self.mlflow, self.exp_id, sweep_id, kind="validation", run_name=f"validate-{label}-{self.study_name}",
                 tags={"t4bench.model": str(self.config.model.name), "t4bench.validation.of": self.sweep_id,
                       "t4bench.validation.set": label})
-            mlflow_runs.set_tags(self.mlflow, parent, {f"t4bench.params.{o.split('=', 1)[0]}": o.split("=", 1)[1] for o in params})
-            done = {r["seed"] for r in mlflow_runs.seed_results(self.mlflow, self.exp_id, sweep_id)}
-            todo = [s for s in seeds if s not in done]
-            batch = [[*self.space.fixed, *params, f"seed={s}", f"tracking.sweep_id={_quote(sweep_id)}",
-                      f"tracking.parent_run_id={parent}"] for s in todo]
-            log.info("validation %s: %s on seeds %s (%d already run)", label, params or "reference", todo, len(done & set(seeds)))
-            if batch:
-                for ret in self.launcher.launch(batch, initial_job_idx=offset * 100000 + int(todo[0])):
-                    _ = ret.return_value
-            # by seed: runs of one set may come from several validation processes (in any order)
-            results = sorted((r for r in mlflow_runs.seed_results(self.mlflow, self.exp_id, sweep_id) if r["seed"] in set(seeds)),
-                             key=lambda r: r["seed"])
-            summary = summarize(results)
-            record(self.mlflow, parent, summary, self.sweep_dir / f"validate-{label}", f"{label} ({sweep_id})")
+            try:
+                mlflow_runs.set_tags(self.mlflow, parent, {f"t4bench.params.{o.split('=', 1)[0]}": o.split("=", 1)[1] for o in params})
+                done = {r["seed"] for r in mlflow_runs.seed_results(self.mlflow, self.exp_id, sweep_id)}
+                todo = [s for s in seeds if s not in done]
+                batch = [[*self.space.fixed, *params, f"seed={s}", f"tracking.sweep_id={_quote(sweep_id)}",
+                          f"tracking.parent_run_id={parent}"] for s in todo]
+                log.info("validation %s: %s on seeds %s (%d already run)", label, params or "reference", todo, len(done & set(seeds)))
+                if batch:
+                    for ret in self.launcher.launch(batch, initial_job_idx=offset * 100000 + int(todo[0])):
+                        _ = ret.return_value
+                # by seed: runs of one set may come from several validation processes (in any order)
+                results = sorted((r for r in mlflow_runs.seed_results(self.mlflow, self.exp_id, sweep_id) if r["seed"] in set(seeds)),
+                                 key=lambda r: r["seed"])
+                summary = summarize(results)
+                record(self.mlflow, parent, summary, self.sweep_dir / f"validate-{label}", f"{label} ({sweep_id})")
+            except BaseException as err:
+                # never leave the validation parent RUNNING: a re-run of the command finds and reuses it
+                killed = isinstance(err, (KeyboardInterrupt, RunTerminated))
+                self.mlflow.set_terminated(parent, status="KILLED" if killed else "FAILED")
+                raise
             self.mlflow.set_terminated(parent, status="FINISHED")
             out[label] = {"sweep_id": sweep_id, "overrides": params, **summary}
         self._print_validation(out)
