@@ -70,14 +70,6 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     return run_rank(cfg, output_dir, hw_tags=hw_tags)
 
 
-def __getattr__(name: str) -> Any:
-    """`runner.run_rank` (older import path, e.g. benchmarks/harness_overhead.py) is
-    `t4bench.rank.run_rank`, loaded on first use since it brings torch and MLflow."""
-    if name == "run_rank":
-        from t4bench.rank import run_rank
-
-        return run_rank
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _spawn_ranks(
