@@ -97,6 +97,13 @@ def all_runs(client, experiment: str):  # type: ignore[no-untyped-def]
     return client.search_runs([found.experiment_id], max_results=1000)
 
 
+def only_run(client, experiment: str):  # type: ignore[no-untyped-def]
+    """The single run of `experiment`; fails listing the run names when there are none or several."""
+    runs = all_runs(client, experiment)
+    assert len(runs) == 1, [r.info.run_name for r in runs]
+    return runs[0]
+
+
 def compose(overrides: Sequence[str] = ()):  # type: ignore[no-untyped-def]
     """The composed config for `overrides`, as `python -m t4bench` would see it."""
     from hydra import compose as hydra_compose

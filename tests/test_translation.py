@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA_ROOT, all_runs, compose
+from conftest import DATA_ROOT, all_runs, compose, only_run
 
 MINI_TARGET = {"gnmt": 60.0, "transformer": 45.0}
 CONTRACT_TAGS = ("t4bench.model", "t4bench.hw", "t4bench.scale", "t4bench.outcome", "t4bench.seed",
@@ -16,15 +16,6 @@ CONTRACT_TAGS = ("t4bench.model", "t4bench.hw", "t4bench.scale", "t4bench.outcom
 EPOCH_METRICS = ("eval_quality", "eval_bleu", "train_loss", "throughput", "train_time_s", "epoch_time_s", "lr")
 # one thread per run: the two runs share the 2 CI cores
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-
-def only_run(tracking_uri: str, experiment: str):  # type: ignore[no-untyped-def]
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri)
-    runs = all_runs(client, experiment)
-    assert len(runs) == 1, [r.info.run_name for r in runs]
-    return client, runs[0]
 
 
 def target_tokens_per_epoch(model: str) -> int:
@@ -42,6 +33,8 @@ def target_tokens_per_epoch(model: str) -> int:
 @pytest.mark.slow
 def test_mini_gnmt_and_transformer_reach_their_bleu_targets(run_t4bench, tmp_path: Path) -> None:
     """Both mini models with their shipped configs, side by side (one core each), to the target."""
+    from mlflow.tracking import MlflowClient
+
     uris = {model: f"sqlite:///{tmp_path / model}.db" for model in MINI_TARGET}
 
     def train(model: str):  # type: ignore[no-untyped-def]
@@ -53,7 +46,8 @@ def test_mini_gnmt_and_transformer_reach_their_bleu_targets(run_t4bench, tmp_pat
 
     for model, target in MINI_TARGET.items():
         assert "converged" in procs[model].stdout, procs[model].stdout[-2000:]
-        client, run = only_run(uris[model], f"t4bench-{model}")
+        client = MlflowClient(uris[model])
+        run = only_run(client, f"t4bench-{model}")
         assert run.info.status == "FINISHED" and run.info.run_name == f"{model}-mini-cpux1-seed0"
         tags, metrics, params = run.data.tags, run.data.metrics, run.data.params
         for tag in CONTRACT_TAGS:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA_ROOT, all_runs
+from conftest import DATA_ROOT, all_runs, only_run
 
 VISION = ("resnet50", "ssd", "maskrcnn")
 #: the README's MLflow contract
@@ -49,18 +49,12 @@ needs_mini_data = pytest.mark.skipif(
 )
 
 
-def only_run(client, model: str):  # type: ignore[no-untyped-def]
-    runs = all_runs(client, f"t4bench-{model}")
-    assert len(runs) == 1, [r.info.run_name for r in runs]
-    return runs[0]
-
-
 @pytest.mark.slow
 @needs_mini_data
 @pytest.mark.parametrize("model", VISION)
 def test_mini_converges_with_the_full_contract(model, run_t4bench, mlflow_client, tmp_path: Path) -> None:
     proc = run_t4bench(f"model={model}", "hw=cpu", "seed=1", "progress=plain")
-    run = only_run(mlflow_client, model)
+    run = only_run(mlflow_client, f"t4bench-{model}")
     assert run.info.status == "FINISHED"
     assert run.info.run_name == f"{model}-mini-cpux1-seed1"
     tags = run.data.tags
@@ -112,7 +106,7 @@ def test_synthetic_mode_trains_the_reference_model(model, run_t4bench, mlflow_cl
     run_t4bench(f"model={model}", "data=synthetic", "hw=cpu", "data.steps=1", "data.warmup_steps=0",
                 f"model.batch_size={SYNTHETIC_BATCH[model]}",
                 env={"T4BENCH_DATA_DIR": nowhere, "T4BENCH_IMAGENET_DIR": nowhere, "T4BENCH_COCO_DIR": nowhere})
-    run = only_run(mlflow_client, model)
+    run = only_run(mlflow_client, f"t4bench-{model}")
     assert run.info.status == "FINISHED"
     tags, metrics, params = run.data.tags, run.data.metrics, run.data.params
     assert tags["t4bench.outcome"] == "throughput_only"

@@ -238,12 +238,8 @@ class TranslationBenchmark(Benchmark):
         return self.tokenizer.decode([out[i] for i in range(len(sentences_ids))])
 
     def evaluate(self, model: nn.Module) -> Mapping[str, float]:
-        was_training = model.training
-        model.eval()
-        try:
-            hypotheses = self.translate(model, self._test_ids)
-        finally:
-            model.train(was_training)
+        # eval mode, no_grad and autocast come from the loop's Trainer.evaluate
+        hypotheses = self.translate(model, self._test_ids)
         return {"bleu": corpus_bleu(hypotheses, self.test_ref)}
 
     def synthetic_batch(self) -> TranslationBatch:
