@@ -8,8 +8,11 @@ model it is training.
 from __future__ import annotations
 
 import abc
+import importlib
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from t4bench.errors import T4BenchError
 
 if TYPE_CHECKING:
     import torch
@@ -37,8 +40,9 @@ class Benchmark(abc.ABC):
     def check_inputs(cls, cfg: DictConfig) -> None:
         """Fail fast (before any MLflow run exists) when the configured data is missing.
 
-        Raise `t4bench.errors.DatasetMissingError` naming the expected files.
+        Raise `t4bench.errors.DatasetMissingError` naming the expected files. Default: no check.
         """
+        return None
 
     @property
     @abc.abstractmethod
@@ -71,3 +75,19 @@ class Benchmark(abc.ABC):
     def param_groups(self, model: torch.nn.Module) -> Iterable[Any]:
         """Parameters handed to the optimizer; override to exclude e.g. norms from weight decay."""
         return model.parameters()
+
+
+def benchmark_class(cfg: DictConfig) -> type[Benchmark]:
+    """The class named by `cfg.model.benchmark` ("package.module.Class"), imported now.
+
+    Importing it loads torch and the model's libraries, so callers do this after the light checks.
+    """
+    spec = str(cfg.model.benchmark)
+    module_name, _, class_name = spec.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise T4BenchError(f"model.benchmark={spec!r} cannot be loaded: {err}") from err
+    if not (isinstance(cls, type) and issubclass(cls, Benchmark)):
+        raise T4BenchError(f"model.benchmark={spec!r} is not a t4bench.benchmark.Benchmark subclass")
+    return cls
