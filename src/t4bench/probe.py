@@ -1,0 +1,249 @@
+"""Probe the places a run writes to before it starts: the MLflow tracking store, the Optuna
+storage and the working directory. Each check is short (one request with a timeout, one SQLite
+open) and raises one `T4BenchError` line saying what is wrong and what to do, instead of MLflow's
+minutes of HTTP retries or a traceback from deep inside SQLAlchemy.
+
+Only the standard library loads here (SQLAlchemy only for a server database URL).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import sqlite3
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+
+from t4bench.errors import T4BenchError
+
+TIMEOUT_S = 5.0
+#: tables every MLflow SQL store has (created by its migrations)
+MLFLOW_TABLES = frozenset({"experiments", "runs", "alembic_version"})
+#: tables of an Optuna RDB storage
+OPTUNA_TABLES = frozenset({"studies", "trials", "version_info"})
+#: Hydra options that move its output directory away from the working directory
+_OUTPUT_OPTIONS = ("hydra.run.dir", "hydra.sweep.dir")
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(getattr(err, "reason", None) or err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def writable_dir_problem(folder: Path) -> str | None:
+    """Why nothing can be created in `folder` (None when a file can): tried for real, since
+    permission bits say nothing to root or on a read-only mount."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent  # the folder will be made: its nearest existing parent decides
+    if not existing.is_dir():
+        return f"{existing} is not a directory"
+    try:
+        with tempfile.TemporaryFile(dir=existing, prefix=".t4bench-probe-"):
+            pass
+    except OSError as err:
+        return f"{existing} is not writable ({err.strerror or _first_line(err)})"
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# MLflow tracking
+
+
+def _auth_headers() -> dict[str, str]:
+    """The credentials MLflow's own client would send (MLFLOW_TRACKING_TOKEN / _USERNAME+_PASSWORD)."""
+    token = os.environ.get("MLFLOW_TRACKING_TOKEN")
+    if token:
+        return {"Authorization": f"Bearer {token}"}
+    user, password = os.environ.get("MLFLOW_TRACKING_USERNAME"), os.environ.get("MLFLOW_TRACKING_PASSWORD")
+    if user and password:
+        return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+    return {}
+
+
+def _probe_http(uri: str, timeout_s: float) -> None:
+    """One GET of the REST API (not /health: any web server answers that) within `timeout_s`."""
+    url = uri.rstrip("/") + "/api/2.0/mlflow/experiments/get-by-name?experiment_name=Default"
+    request = urllib.request.Request(url, headers=_auth_headers())
+    prefix = f"tracking.uri={uri}"
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            body = response.read(65536)
+    except urllib.error.HTTPError as err:
+        if err.code in (401, 403):
+            raise T4BenchError(
+                f"{prefix}: the server refused the credentials (HTTP {err.code}); set MLFLOW_TRACKING_TOKEN "
+                "or MLFLOW_TRACKING_USERNAME/MLFLOW_TRACKING_PASSWORD"
+            ) from None
+        body = err.read(65536)  # MLflow answers a missing experiment with 404 and a JSON error_code
+        if not _is_mlflow_json(body):
+            raise T4BenchError(
+                f"{prefix}: not an MLflow tracking server (GET {url} answered HTTP {err.code})"
+            ) from None
+        return
+    except (urllib.error.URLError, OSError) as err:  # refused, unreachable, DNS, timeout
+        raise T4BenchError(
+            f"{prefix}: no MLflow server answers ({_first_line(err)}; waited at most {timeout_s:g} s); "
+            "start it, or unset MLFLOW_TRACKING_URI to use ./mlflow.db"
+        ) from None
+    if not _is_mlflow_json(body):
+        raise T4BenchError(f"{prefix}: not an MLflow tracking server (GET {url} did not answer MLflow JSON)")
+
+
+def _is_mlflow_json(body: bytes) -> bool:
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(answer, dict) and ("experiment" in answer or "error_code" in answer)
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a `sqlite:///<path>` URL (SQLAlchemy form: four slashes for an absolute path)."""
+    if not url.startswith("sqlite:///"):
+        return None
+    path = urllib.parse.unquote(url.removeprefix("sqlite:///").split("?", 1)[0])
+    return None if path in ("", ":memory:") else Path(path)
+
+
+def sqlite_tables(path: Path) -> set[str]:
+    """Table names of an existing SQLite file, opened read-only; T4BenchError when it is no database."""
+    try:
+        with contextlib.closing(
+            sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=TIMEOUT_S)
+        ) as db:
+            rows = db.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+    except sqlite3.Error as err:
+        raise T4BenchError(f"{path}: not a usable SQLite database ({_first_line(err)})") from None
+    return {str(name) for (name,) in rows}
+
+
+def _probe_sqlite(url: str, path: Path, key: str, expected: frozenset[str], kind: str) -> None:
+    folder = path.resolve().parent
+    if not folder.is_dir():  # SQLite creates the file, never its folder
+        raise T4BenchError(f"{key}={url}: folder {folder} does not exist")
+    problem = writable_dir_problem(folder)  # SQLite writes its journal beside the file
+    if problem:
+        raise T4BenchError(f"{key}={url}: {problem}; SQLite needs to write there")
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise T4BenchError(f"{key}={url}: {path} is not a file")
+    try:
+        tables = sqlite_tables(path)
+    except T4BenchError as err:
+        raise T4BenchError(f"{key}={url}: {err}; move it away or point {key} elsewhere") from None
+    if tables and not expected <= tables:
+        shown = ", ".join(sorted(tables)[:6]) + (", ..." if len(tables) > 6 else "")
+        raise T4BenchError(f"{key}={url}: {path} is a SQLite database but not {kind} (tables: {shown})")
+    if not os.access(path, os.W_OK) or _read_only_mount(path):
+        raise T4BenchError(f"{key}={url}: {path} is not writable")
+
+
+def _read_only_mount(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _probe_sql_server(url: str, key: str, timeout_s: float) -> None:
+    """postgresql://, mysql://, ...: connect once with a connect timeout."""
+    try:
+        import sqlalchemy
+    except ImportError:
+        return  # the store's own client will say what is missing
+    args = {"connect_timeout": int(timeout_s)} if url.startswith(("postgresql", "mysql")) else {}
+    try:
+        engine = sqlalchemy.create_engine(url, connect_args=args, poolclass=sqlalchemy.pool.NullPool)
+        with engine.connect():
+            pass
+    except Exception as err:  # driver missing, refused, auth: all one line for the user
+        raise T4BenchError(f"{key}={_hide_password(url)}: cannot connect ({_first_line(err)})") from None
+
+
+def _hide_password(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
+def tracking(uri: str, timeout_s: float = TIMEOUT_S) -> None:
+    """Fail in `timeout_s` with one line when the MLflow tracking store cannot take a run."""
+    scheme = urllib.parse.urlsplit(uri).scheme.lower()
+    if scheme in ("http", "https"):
+        _probe_http(uri, timeout_s)
+        return
+    path = sqlite_path(uri)
+    if path is not None:
+        _probe_sqlite(uri, path, "tracking.uri", MLFLOW_TABLES, "an MLflow tracking store")
+        return
+    if scheme in ("", "file"):  # MLflow's file store: a folder
+        folder = Path(urllib.parse.unquote(urllib.parse.urlsplit(uri).path) if scheme else uri)
+        problem = writable_dir_problem(folder)
+        if problem:
+            raise T4BenchError(f"tracking.uri={uri}: {problem}")
+        return
+    if scheme.startswith(("postgresql", "mysql", "mssql")):
+        _probe_sql_server(uri, "tracking.uri", timeout_s)
+    # databricks, custom plugins: their client decides
+
+
+# --------------------------------------------------------------------------------------------
+# Optuna storage
+
+
+def optuna_storage(storage: str, timeout_s: float = TIMEOUT_S) -> None:
+    """The storage string of the sweeper (`journal:<path>`, `<path>.journal`, or an SQLAlchemy URL):
+    a known scheme, a reachable server, an SQLite file that is an Optuna one (or new)."""
+    key = "hydra.sweeper.storage"
+    if storage.startswith("journal:") or storage.endswith(".journal"):
+        path = Path(storage.removeprefix("journal:")).expanduser()
+        problem = writable_dir_problem(path.resolve().parent)
+        if problem:
+            raise T4BenchError(f"{key}={storage}: {problem}")
+        if path.exists() and not path.is_file():
+            raise T4BenchError(f"{key}={storage}: {path} is not a file")
+        return
+    scheme = urllib.parse.urlsplit(storage).scheme.lower()
+    base = scheme.split("+", 1)[0]
+    if base == "sqlite":
+        db = sqlite_path(storage)
+        if db is None:
+            raise T4BenchError(f"{key}={storage}: give a file, sqlite:///<path> (an in-memory SQLite is lost at exit)")
+        _probe_sqlite(storage, db, key, OPTUNA_TABLES, "an Optuna storage")
+        return
+    if base in ("postgresql", "mysql"):
+        _probe_sql_server(storage, key, timeout_s)
+        return
+    raise T4BenchError(
+        f"{key}={_hide_password(storage)}: unknown storage; use journal:<file>, <file>.journal, "
+        "sqlite:///<file>, postgresql://user@host/db or mysql://user@host/db"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# the working directory (Hydra writes outputs/ there before any t4bench code runs)
+
+
+def working_dir(argv: Sequence[str], cwd: Path | None = None) -> None:
+    """Before Hydra starts: it makes `outputs/` (or `multirun/`) in the working directory unless
+    `hydra.run.dir` / `hydra.sweep.dir` moves it, and fails with a traceback when it cannot."""
+    given = {arg.split("=", 1)[0].lstrip("+~") for arg in argv if "=" in arg}
+    if any(option in given for option in _OUTPUT_OPTIONS):
+        return
+    folder = cwd or Path.cwd()
+    problem = writable_dir_problem(folder)
+    if problem:
+        raise T4BenchError(
+            f"working directory: {problem}; Hydra writes outputs/ there: run from a writable directory "
+            "or give hydra.run.dir=<writable dir> (and MLFLOW_TRACKING_URI for the runs)"
+        )
