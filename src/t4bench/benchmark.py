@@ -1,16 +1,40 @@
-"""The contract between the one training loop (`t4bench.loop`) and each benchmark.
+"""The contract between the training loop (`t4bench.loop`) and each benchmark: read this file to
+add one.
 
 A benchmark supplies a model, its data, a loss and a quality metric; the loop owns timing,
-optimisation, precision, distribution, logging and the stop rule. Nothing in the loop knows which
-model it is training.
+optimisation, precision, distribution, evaluation cadence, logging and the stop rules. Nothing in
+the loop knows which model it trains.
+
+What a subclass provides:
+
+| member                     | required? | default                                            |
+|----------------------------|-----------|----------------------------------------------------|
+| `name`                     | yes       | -                                                  |
+| `framework`                | no        | "pytorch" (the loop that runs it)                  |
+| `throughput_unit`          | no        | "samples/s"                                        |
+| `__init__(cfg, ctx)`       | no        | stores cfg, ctx, `synthetic`; load data here       |
+| `dataset_train_size()`     | yes       | - (only called with real data)                     |
+| `build_model()`            | yes       | -                                                  |
+| `train_batches(epoch)`     | yes       | - (must be sized: the loop splits epochs by it)    |
+| `loss(model, batch)`       | yes       | -                                                  |
+| `evaluate(model)`          | yes       | - (only called with real data)                     |
+| `check_inputs(cfg)`        | no        | no check (only called with real data)              |
+| `synthetic_batch()`        | no        | raises: the benchmark has no `data=synthetic` mode |
+| `param_groups(model)`      | no        | all parameters, one group                          |
+| `samples_in(batch)`        | no        | leading dimension of the batch's first tensor      |
+
+`synthetic` (set by `Benchmark.__init__` from `cfg.data.synthetic`) is the one way a benchmark asks
+whether it runs on generated tensors; in that mode it must not read its dataset, and
+`train_size` is one global batch. This module imports no framework at load time: the runner
+resolves the benchmark class before torch loads, so that bad input fails in about a second.
 """
 
 from __future__ import annotations
 
 import abc
 import importlib
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from t4bench.errors import T4BenchError
 
@@ -21,41 +45,49 @@ if TYPE_CHECKING:
     from t4bench.context import RunContext
 
 
-class Benchmark(abc.ABC):
-    """One benchmark at one scale. Instances are built in the MLPerf init phase (untimed).
+class Batches(Protocol):
+    """An epoch's batches for this rank: iterable, and sized (equal on every rank) because the loop
+    places evaluations at fractions of an epoch by batch count (`eval_every`)."""
 
-    Subclasses set `name` and `throughput_unit` and implement the abstract methods. Data loading
-    in `__init__` is part of init; everything the loop calls afterwards is timed.
-    """
+    def __iter__(self) -> Iterator[Any]: ...
+
+    def __len__(self) -> int: ...
+
+
+def is_synthetic(cfg: DictConfig) -> bool:
+    """`data=synthetic`: reference-size model on generated tensors, throughput only."""
+    return bool(cfg.data.synthetic)
+
+
+class Benchmark(abc.ABC):
+    """One benchmark at one scale. Instances are built in the MLPerf init phase (untimed): data
+    loading in `__init__` is part of init; everything the loop calls afterwards is timed."""
 
     name: ClassVar[str]
+    #: the framework whose training loop runs this benchmark (recorded as a tag)
+    framework: ClassVar[str] = "pytorch"
     #: what `units` in `loss()` counts: "samples/s" or "tokens/s" (target tokens for translation)
     throughput_unit: ClassVar[str] = "samples/s"
 
     def __init__(self, cfg: DictConfig, ctx: RunContext) -> None:
         self.cfg = cfg
         self.ctx = ctx
+        self.synthetic = is_synthetic(cfg)
 
-    @classmethod
-    def check_inputs(cls, cfg: DictConfig) -> None:
-        """Fail fast (before any MLflow run exists) when the configured data is missing.
+    # -- required -----------------------------------------------------------------------------
 
-        Raise `t4bench.errors.DatasetMissingError` naming the expected files. Default: no check.
-        """
-        return None
-
-    @property
     @abc.abstractmethod
-    def train_size(self) -> int:
-        """Number of training samples in one (global) epoch; drives `schedule.unit=samples`."""
+    def dataset_train_size(self) -> int:
+        """Training samples in one global epoch of the real dataset (after any filtering)."""
 
     @abc.abstractmethod
     def build_model(self) -> torch.nn.Module:
         """The model on CPU; the loop moves it to the device and wraps it for data parallelism."""
 
     @abc.abstractmethod
-    def train_batches(self, epoch: int) -> Iterable[Any]:
-        """This rank's shard of the epoch's batches (use `ctx.make_loader` for sharding)."""
+    def train_batches(self, epoch: int) -> Batches:
+        """This rank's shard of the epoch's batches (`ctx.make_loader` / `ctx.tensor_batches`
+        shard them); the same count on every rank."""
 
     @abc.abstractmethod
     def loss(self, model: torch.nn.Module, batch: Any) -> tuple[torch.Tensor, int]:
@@ -63,18 +95,57 @@ class Benchmark(abc.ABC):
 
     @abc.abstractmethod
     def evaluate(self, model: torch.nn.Module) -> Mapping[str, float]:
-        """Quality metrics on the held-out set (called on rank 0 with the unwrapped model).
+        """Quality metrics on the held-out set (rank 0, unwrapped model, already in eval mode under
+        no_grad and autocast). Keys must include every key of `cfg.model.target`; the first target
+        key is `eval_quality`."""
 
-        Keys must include every key of `cfg.model.target`; the first target key is `eval_quality`.
-        """
+    # -- optional, with defaults ----------------------------------------------------------------
+
+    @classmethod
+    def check_inputs(cls, cfg: DictConfig) -> None:
+        """Fail fast (before any MLflow run exists) when the configured data is missing: raise
+        `t4bench.errors.DatasetMissingError` naming the expected files. Only called with real
+        data. Default: no check."""
+        return None
 
     def synthetic_batch(self) -> Any:
-        """One batch of generated tensors with the real shapes, for `data=synthetic` throughput."""
-        raise NotImplementedError(f"{self.name} has no synthetic mode")
+        """One batch of generated tensors with the real shapes for `data=synthetic` throughput,
+        ideally already on the device. Default: this benchmark has no synthetic mode."""
+        raise T4BenchError(f"model {self.name} has no data=synthetic mode")
 
     def param_groups(self, model: torch.nn.Module) -> Iterable[Any]:
         """Parameters handed to the optimizer; override to exclude e.g. norms from weight decay."""
         return model.parameters()
+
+    def samples_in(self, batch: Any) -> int:
+        """Samples in one (host-side) batch, for the sample-based schedule and `train_size`
+        accounting. Default: the leading dimension of its first tensor."""
+        return leading_dim(batch)
+
+    # -- derived (not overridden) ---------------------------------------------------------------
+
+    @property
+    def train_size(self) -> int:
+        """Samples in one global epoch; drives `schedule.unit=samples` and the fractional epoch.
+        Synthetic mode has no epoch: one global batch stands for it."""
+        if self.synthetic:
+            return int(self.cfg.model.batch_size) * self.ctx.world_size
+        return self.dataset_train_size()
+
+
+def leading_dim(batch: Any) -> int:
+    """Leading dimension of the first tensor in a (nested) batch; a list of non-tensors counts its
+    items."""
+    import torch
+
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0])
+    if isinstance(batch, Mapping):
+        return leading_dim(next(iter(batch.values())))
+    if isinstance(batch, (list, tuple)) and batch:
+        first = batch[0]
+        return leading_dim(first) if isinstance(first, (torch.Tensor, Mapping, tuple)) else len(batch)
+    raise TypeError(f"cannot count samples in a {type(batch).__name__}; override Benchmark.samples_in")
 
 
 def benchmark_class(cfg: DictConfig) -> type[Benchmark]:

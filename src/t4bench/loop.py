@@ -63,18 +63,6 @@ def reached_target(metrics: Mapping[str, float], target: Mapping[str, float]) ->
     return all(metrics[name] >= float(threshold) for name, threshold in target.items())
 
 
-def samples_in(batch: Any) -> int:
-    """Leading dimension of the first tensor in a (nested) batch; lists count their items."""
-    if isinstance(batch, torch.Tensor):
-        return int(batch.shape[0])
-    if isinstance(batch, Mapping):
-        return samples_in(next(iter(batch.values())))
-    if isinstance(batch, Sequence) and batch:
-        first = batch[0]
-        return samples_in(first) if isinstance(first, (torch.Tensor, Mapping, tuple)) else len(batch)
-    raise TypeError(f"cannot count samples in a {type(batch).__name__}; override Benchmark.samples_in")
-
-
 class Trainer:
     """Optimizer, LR schedule, precision and the step counters of one run."""
 
@@ -102,9 +90,9 @@ class Trainer:
 
     def step(self, batch: Any) -> tuple[torch.Tensor, int]:
         factor = self.schedule.factor(self.samples_seen, self.steps)
-        for group, base in zip(self.optimizer.param_groups, self.base_lrs):
+        for group, base in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
             group["lr"] = base * factor
-        samples = getattr(self.bench, "samples_in", samples_in)(batch)
+        samples = self.bench.samples_in(batch)
         batch = self.ctx.to_device(batch)
         with torch.autocast(
             device_type=self.ctx.device.type,
@@ -121,9 +109,7 @@ class Trainer:
         self.samples_seen += samples * self.ctx.world_size
         return loss.detach(), units
 
-    def train_epoch(
-        self, batches: Iterable[Any], progress: ProgressReporter, unit: str
-    ) -> dict[str, float]:
+    def train_epoch(self, batches: Iterable[Any], progress: ProgressReporter, unit: str) -> dict[str, float]:
         """Train over `batches`; return global train_loss, throughput and timing."""
         self.train_model.train()
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.ctx.device)
@@ -156,10 +142,13 @@ class Trainer:
         metrics: dict[str, float] = {}
         if self.ctx.is_main:
             self.model.eval()
-            with torch.no_grad(), torch.autocast(
-                device_type=self.ctx.device.type,
-                dtype=self.ctx.amp_dtype or torch.float32,
-                enabled=self.ctx.amp_dtype is not None,
+            with (
+                torch.no_grad(),
+                torch.autocast(
+                    device_type=self.ctx.device.type,
+                    dtype=self.ctx.amp_dtype or torch.float32,
+                    enabled=self.ctx.amp_dtype is not None,
+                ),
             ):
                 metrics = {k: float(v) for k, v in self.bench.evaluate(self.model).items()}
             self.model.train()
@@ -199,7 +188,7 @@ def train_to_target(
         mlperf.start(constants.EPOCH_START, epoch_num=epoch)
         epoch_started = time.perf_counter()
         batches = bench.train_batches(epoch)
-        progress.epoch_start(epoch, len(batches) if hasattr(batches, "__len__") else None)  # type: ignore[arg-type]
+        progress.epoch_start(epoch, len(batches))
         stats = trainer.train_epoch(batches, progress, unit)
         mlperf.end(constants.EPOCH_STOP, epoch_num=epoch)
         throughputs.append(stats["throughput"])
@@ -279,9 +268,7 @@ def measure_throughput(
     )
 
 
-def _run_callbacks(
-    callbacks: Sequence[EpochCallback], epoch: int, metrics: Mapping[str, float]
-) -> str | None:
+def _run_callbacks(callbacks: Sequence[EpochCallback], epoch: int, metrics: Mapping[str, float]) -> str | None:
     """The outcome a callback asked for, or None to keep training."""
     for callback in callbacks:
         try:

@@ -13,13 +13,14 @@ text, one sentence a line) and a sentencepiece model, by default `spm.model` in 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.data import DataLoader
 
 from t4bench.benchmark import Benchmark
 from t4bench.data.translation import bleu as corpus_bleu
@@ -114,7 +115,7 @@ def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, smoothing: f
 
 
 @torch.no_grad()
-def greedy_decode(model: nn.Module, src: torch.Tensor, src_len: torch.Tensor, max_len: int) -> list[list[int]]:
+def greedy_decode(model: Any, src: torch.Tensor, src_len: torch.Tensor, max_len: int) -> list[list[int]]:
     """Greedy (argmax) decoding; each output stops at its first EOS."""
     state = model.start(src, src_len)
     prev = torch.full((src.size(0),), BOS, dtype=torch.long, device=src.device)
@@ -128,8 +129,9 @@ def greedy_decode(model: nn.Module, src: torch.Tensor, src_len: torch.Tensor, ma
         if bool(done.all()):
             break
     out = torch.stack(steps, dim=1).tolist()
-    return [[t for t in row[: row.index(EOS)] if t != PAD] if EOS in row else [t for t in row if t != PAD]
-            for row in out]
+    return [
+        [t for t in row[: row.index(EOS)] if t != PAD] if EOS in row else [t for t in row if t != PAD] for row in out
+    ]
 
 
 def sinusoidal_positions(length: int, dim: int) -> torch.Tensor:
@@ -145,8 +147,11 @@ def _data_files(data: Mapping[str, Any]) -> dict[str, Path]:
     """train.src, train.tgt, test.src, test.tgt and spm: `data.<split>_<side>` / `data.spm_model`
     where set, else <data.path>/<split>.<side> and <data.path>/spm.model."""
     directory = Path(str(data["path"]))
-    files = {f"{split}.{side}": Path(str(data.get(f"{split}_{side}") or directory / f"{split}.{side}"))
-             for split in ("train", "test") for side in ("src", "tgt")}
+    files = {
+        f"{split}.{side}": Path(str(data.get(f"{split}_{side}") or directory / f"{split}.{side}"))
+        for split in ("train", "test")
+        for side in ("src", "tgt")
+    }
     files["spm"] = Path(str(data.get("spm_model") or directory / "spm.model"))
     return files
 
@@ -174,7 +179,7 @@ class TranslationBenchmark(Benchmark):
         data = cfg.model.data
         self.tokenizer: Tokenizer | None = None
         self.train_pairs: list[tuple[list[int], list[int]]] = []
-        if cfg.get("data", {}).get("synthetic", False):
+        if self.synthetic:
             self.vocab_size = int(cfg.model.arch.vocab_size)
             return
         files = _data_files(data)
@@ -183,7 +188,14 @@ class TranslationBenchmark(Benchmark):
         max_len = int(data.max_len)
         src = self.tokenizer.encode(_read_lines(files["train.src"]))
         tgt = self.tokenizer.encode(_read_lines(files["train.tgt"]))
-        self.train_pairs = [(s, t) for s, t in zip(src, tgt) if 0 < len(s) <= max_len and len(t) <= max_len]
+        if len(src) != len(tgt):
+            raise DatasetMissingError(
+                f"{files['train.src']} has {len(src)} lines but {files['train.tgt']} has {len(tgt)}: "
+                "parallel files must hold one sentence pair per line"
+            )
+        self.train_pairs = [
+            (s, t) for s, t in zip(src, tgt, strict=True) if 0 < len(s) <= max_len and len(t) <= max_len
+        ]
         self._lengths = [max(len(s), len(t)) for s, t in self.train_pairs]
         limit = data.get("eval_max_sentences")
         self.test_src = _read_lines(files["test.src"], limit)
@@ -192,26 +204,22 @@ class TranslationBenchmark(Benchmark):
 
     @classmethod
     def check_inputs(cls, cfg) -> None:
-        if cfg.get("data", {}).get("synthetic", False):
-            return
         missing = [str(path) for path in _data_files(cfg.model.data).values() if not path.is_file()]
         if missing:
             scale = str(cfg.get("scale", {}).get("name", "?"))
-            hint = (f"set the directory with {REFERENCE_ENV.get(cfg.model.name, 'model.data.path')} "
-                    "or model.data.path" if scale == "reference"
-                    else "write it with `python -m t4bench.data.prepare translation`")
+            hint = (
+                f"set the directory with {REFERENCE_ENV.get(cfg.model.name, 'model.data.path')} or model.data.path"
+                if scale == "reference"
+                else "write it with `python -m t4bench.data.prepare translation`"
+            )
             raise DatasetMissingError(
-                f"{cfg.model.name} {scale} needs {cfg.model.data.dataset}: expected "
-                f"{', '.join(missing)} ({hint})"
+                f"{cfg.model.name} {scale} needs {cfg.model.data.dataset}: expected {', '.join(missing)} ({hint})"
             )
 
-    @property
-    def train_size(self) -> int:
-        if self.tokenizer is None:  # synthetic mode: no epoch; one global batch stands for it
-            return int(self.model_cfg.batch_size) * self.ctx.world_size
+    def dataset_train_size(self) -> int:
         return len(self.train_pairs)
 
-    def train_batches(self, epoch: int) -> Iterable[TranslationBatch]:
+    def train_batches(self, epoch: int) -> DataLoader[TranslationBatch]:
         # the same batches on every rank (seed and epoch only); the loader shards them
         generator = torch.Generator().manual_seed(self.ctx.seed * 100_003 + epoch)
         batches = bucketed_batches(self._lengths, int(self.model_cfg.batch_size), generator)
@@ -234,7 +242,7 @@ class TranslationBenchmark(Benchmark):
             batch = collate([(sentences_ids[i] or [UNK], []) for i in rows])
             src, src_len = batch.src.to(device), batch.src_len.to(device)
             max_len = int(src_len.max() * 3 // 2) + 5
-            out.update(zip(rows, greedy_decode(model, src, src_len, max_len)))
+            out.update(zip(rows, greedy_decode(model, src, src_len, max_len), strict=True))
         return self.tokenizer.decode([out[i] for i in range(len(sentences_ids))])
 
     def evaluate(self, model: nn.Module) -> Mapping[str, float]:
@@ -245,10 +253,14 @@ class TranslationBenchmark(Benchmark):
     def synthetic_batch(self) -> TranslationBatch:
         data = self.model_cfg.data
         generator = torch.Generator().manual_seed(self.ctx.rank_seed(1))
-        batch, src_len, tgt_len = int(self.model_cfg.batch_size), int(data.synthetic_src_len), int(data.synthetic_tgt_len)
+        batch, src_len, tgt_len = (
+            int(self.model_cfg.batch_size),
+            int(data.synthetic_src_len),
+            int(data.synthetic_tgt_len),
+        )
         src = torch.randint(4, self.vocab_size, (batch, src_len), generator=generator)
         tgt = torch.randint(4, self.vocab_size, (batch, tgt_len + 1), generator=generator)
         # on the device already, as the loop's and a bare loop's steps both expect it
         return self.ctx.to_device(
-            TranslationBatch(src, torch.full((batch,), src_len, dtype=torch.long), tgt[:, :-1], tgt[:, 1:]))
-
+            TranslationBatch(src, torch.full((batch,), src_len, dtype=torch.long), tgt[:, :-1], tgt[:, 1:])
+        )

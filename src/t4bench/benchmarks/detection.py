@@ -26,14 +26,14 @@ class CocoBenchmark(Benchmark):
     def __init__(self, cfg, ctx) -> None:
         super().__init__(cfg, ctx)
         self.model_cfg = cfg.model
-        self.synthetic = bool(cfg.data.get("synthetic", False))
         self.num_classes = int(self.model_cfg.arch.num_classes)
         if self.synthetic:
             return
         train_images, train_ann, val_images, val_ann = self.paths(cfg)
         data = self.model_cfg.data
-        self.train_set = coco.CocoDetection(train_images, train_ann, masks=self.masks,
-                                            skip_empty=True, hflip=float(data.hflip))
+        self.train_set = coco.CocoDetection(
+            train_images, train_ann, masks=self.masks, skip_empty=True, hflip=float(data.hflip)
+        )
         self.val_set = coco.CocoDetection(val_images, val_ann, limit=data.get("val_limit"))
         if self.train_set.num_classes != self.num_classes:
             raise DatasetMissingError(
@@ -45,41 +45,44 @@ class CocoBenchmark(Benchmark):
     def paths(cfg) -> tuple[Path, Path, Path, Path]:
         data = cfg.model.data
         root = Path(data.path)
-        return (root / data.train_images, root / data.train_annotations,
-                root / data.val_images, root / data.val_annotations)
+        return (
+            root / data.train_images,
+            root / data.train_annotations,
+            root / data.val_images,
+            root / data.val_annotations,
+        )
 
     @classmethod
     def check_inputs(cls, cfg) -> None:
-        if cfg.data.get("synthetic", False):
-            return
         train_images, train_ann, val_images, val_ann = cls.paths(cfg)
         coco.check_layout(train_images, train_ann, f"{cfg.model.name} training set")
         coco.check_layout(val_images, val_ann, f"{cfg.model.name} validation set")
 
-    @property
-    def train_size(self) -> int:
-        if self.synthetic:
-            return int(self.model_cfg.batch_size) * self.ctx.world_size
+    def dataset_train_size(self) -> int:
         return len(self.train_set)
 
     def train_batches(self, epoch: int):
-        return self.ctx.make_loader(self.train_set, int(self.model_cfg.batch_size), epoch=epoch,
-                                    shuffle=True, drop_last=False, collate_fn=coco.collate)
+        return self.ctx.make_loader(
+            self.train_set,
+            int(self.model_cfg.batch_size),
+            epoch=epoch,
+            shuffle=True,
+            drop_last=False,
+            collate_fn=coco.collate,
+        )
 
     def loss(self, model: nn.Module, batch: Any) -> tuple[torch.Tensor, int]:
         images, targets = batch
         losses = model(images, targets)
         return sum(losses.values()), len(images)
 
-    @staticmethod
-    def samples_in(batch: Any) -> int:
-        """Images in a (images, targets) batch of lists: the loop's generic count would see two."""
+    def samples_in(self, batch: Any) -> int:
+        """Images in an (images, targets) batch of lists: the default count would see two."""
         return len(batch[0])
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:
         # Trainer.evaluate has already put the model in eval mode under no_grad and autocast
-        loader = self.ctx.eval_loader(self.val_set, int(self.model_cfg.eval_batch_size),
-                                      collate_fn=coco.collate)
+        loader = self.ctx.eval_loader(self.val_set, int(self.model_cfg.eval_batch_size), collate_fn=coco.collate)
         results: list[dict] = []
         for images, targets in loader:
             outputs = model(self.ctx.to_device(images))
@@ -101,8 +104,7 @@ class CocoBenchmark(Benchmark):
             extent = 0.05 + torch.rand(count, 2, generator=generator) * 0.25
             scale = torch.tensor([width, height], dtype=torch.float32)
             boxes = torch.cat([corner * scale, (corner + extent) * scale], 1)
-            target = {"boxes": boxes,
-                      "labels": torch.randint(1, self.num_classes, (count,), generator=generator)}
+            target = {"boxes": boxes, "labels": torch.randint(1, self.num_classes, (count,), generator=generator)}
             if self.masks:
                 masks = torch.zeros(count, height, width, dtype=torch.uint8)
                 for i, (x0, y0, x1, y1) in enumerate(boxes.round().int().tolist()):

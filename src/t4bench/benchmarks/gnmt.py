@@ -29,8 +29,9 @@ class AdditiveAttention(nn.Module):
         self.v = nn.Parameter(torch.empty(hidden).uniform_(-0.1, 0.1))
         self.g = nn.Parameter(torch.tensor(1.0 / hidden**0.5))
 
-    def forward(self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-                pad_mask: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, pad_mask: torch.Tensor
+    ) -> torch.Tensor:
         # query [B, T, H], keys (already projected) / values [B, S, H], pad_mask [B, S]
         hidden = torch.tanh(self.query(query).unsqueeze(2) + keys.unsqueeze(1) + self.bias)
         v = self.g * self.v / self.v.norm()
@@ -39,8 +40,9 @@ class AdditiveAttention(nn.Module):
 
 
 class GNMT(nn.Module):
-    def __init__(self, vocab_size: int, hidden: int, num_layers: int, dropout: float,
-                 share_embedding: bool = True) -> None:
+    def __init__(
+        self, vocab_size: int, hidden: int, num_layers: int, dropout: float, share_embedding: bool = True
+    ) -> None:
         super().__init__()
         if num_layers < 2:
             raise ValueError("GNMT needs at least 2 layers (the first encoder layer is bidirectional)")
@@ -102,5 +104,10 @@ class GNMTBenchmark(TranslationBenchmark):
 
     def build_model(self) -> nn.Module:
         arch = self.model_cfg.arch
-        return GNMT(self.vocab_size, int(arch.hidden), int(arch.num_layers), float(arch.dropout),
-                    bool(arch.get("share_embedding", True)))
+        return GNMT(
+            self.vocab_size,
+            int(arch.hidden),
+            int(arch.num_layers),
+            float(arch.dropout),
+            bool(arch.get("share_embedding", True)),
+        )

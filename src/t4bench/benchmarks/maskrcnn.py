@@ -28,19 +28,24 @@ class MaskRCNNBenchmark(CocoBenchmark):
         trunk = trunk_from_cfg(arch.backbone)
         fpn = int(arch.fpn_channels)
         backbone = BackboneWithFPN(
-            trunk, {f"layer{i + 1}": str(i) for i in range(len(trunk.out_channels))},
-            trunk.out_channels, fpn,
+            trunk,
+            {f"layer{i + 1}": str(i) for i in range(len(trunk.out_channels))},
+            trunk.out_channels,
+            fpn,
         )
         levels = len(trunk.out_channels) + 1  # FPN adds a max-pooled level
-        anchors = AnchorGenerator(tuple((int(s),) for s in arch.anchor_sizes),
-                                  (tuple(float(r) for r in arch.aspect_ratios),) * levels)
+        anchors = AnchorGenerator(
+            tuple((int(s),) for s in arch.anchor_sizes), (tuple(float(r) for r in arch.aspect_ratios),) * levels
+        )
         resolution = 7  # MultiScaleRoIAlign output for the box head
         mask_layers = [int(c) for c in arch.mask_layers]
         return MaskRCNN(
             backbone,
             num_classes=None,
-            min_size=int(arch.min_size), max_size=int(arch.max_size),
-            image_mean=list(arch.image_mean), image_std=list(arch.image_std),
+            min_size=int(arch.min_size),
+            max_size=int(arch.max_size),
+            image_mean=list(arch.image_mean),
+            image_std=list(arch.image_std),
             rpn_anchor_generator=anchors,
             rpn_pre_nms_top_n_train=int(arch.rpn_pre_nms_top_n_train),
             rpn_post_nms_top_n_train=int(arch.rpn_post_nms_top_n_train),

@@ -7,6 +7,7 @@ ranked among `eval_negatives` fixed unseen items.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -33,7 +34,7 @@ class NeuMF(nn.Module):
         self.mlp_user = nn.Embedding(num_users, half)
         self.mlp_item = nn.Embedding(num_items, half)
         layers: list[nn.Module] = []
-        for width_in, width_out in zip(mlp_layers[:-1], mlp_layers[1:]):
+        for width_in, width_out in itertools.pairwise(mlp_layers):
             layers += [nn.Linear(width_in, width_out), nn.ReLU()]
         self.mlp = nn.Sequential(*layers)
         self.head = nn.Linear(gmf_factors + mlp_layers[-1], 1)
@@ -62,7 +63,7 @@ class NCFBenchmark(Benchmark):
         super().__init__(cfg, ctx)
         data_cfg = cfg.model.data
         self.train_negatives = int(data_cfg.train_negatives)
-        if cfg.data.synthetic:
+        if self.synthetic:
             self.num_users = int(data_cfg.synthetic_users)
             self.num_items = int(data_cfg.synthetic_items)
             self.data = None
@@ -75,10 +76,8 @@ class NCFBenchmark(Benchmark):
         # column 0 is the held-out positive, the rest its negatives
         self.eval_items = torch.from_numpy(np.column_stack([self.data.test_items, negatives]))
 
-    @property
-    def train_size(self) -> int:
-        if self.data is None:
-            return int(self.cfg.model.batch_size)
+    def dataset_train_size(self) -> int:
+        assert self.data is not None
         return len(self.data.train_users) * (1 + self.train_negatives)
 
     def build_model(self) -> nn.Module:
@@ -102,9 +101,7 @@ class NCFBenchmark(Benchmark):
         )
 
     def train_batches(self, epoch: int) -> list[tuple[torch.Tensor, ...]]:
-        return self.ctx.tensor_batches(
-            self._epoch_samples(epoch), int(self.cfg.model.batch_size), epoch=epoch
-        )
+        return self.ctx.tensor_batches(self._epoch_samples(epoch), int(self.cfg.model.batch_size), epoch=epoch)
 
     def loss(self, model: nn.Module, batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, int]:
         users, items, labels = batch

@@ -24,9 +24,7 @@ IMAGE_SUFFIXES = {".jpeg", ".jpg", ".png", ".bmp", ".ppm", ".webp", ".tif", ".ti
 
 def _check_image_folder(split_dir: Path) -> None:
     classes = [d for d in split_dir.iterdir() if d.is_dir()] if split_dir.is_dir() else []
-    if not classes or not any(
-        f.suffix.lower() in IMAGE_SUFFIXES for d in classes for f in d.iterdir()
-    ):
+    if not classes or not any(f.suffix.lower() in IMAGE_SUFFIXES for d in classes for f in d.iterdir()):
         raise DatasetMissingError(
             f"no images in {split_dir}/<class>/<image>; expected the ImageFolder layout "
             f"{split_dir.parent}/train/<class>/*.JPEG and {split_dir.parent}/val/<class>/*.JPEG"
@@ -44,8 +42,11 @@ def build_transforms(data: Any, train: bool) -> transforms.Compose:
         else:
             geometry = [transforms.Resize(round(size * 256 / 224)), transforms.CenterCrop(size)]
     elif data.augment == "small":
-        geometry = ([transforms.RandomCrop(size, padding=int(data.crop_padding)),
-                     transforms.RandomHorizontalFlip()] if train else [transforms.CenterCrop(size)])
+        geometry = (
+            [transforms.RandomCrop(size, padding=int(data.crop_padding)), transforms.RandomHorizontalFlip()]
+            if train
+            else [transforms.CenterCrop(size)]
+        )
     else:
         raise ValueError(f"unknown augment {data.augment!r}")
     return transforms.Compose(geometry + normalize)
@@ -58,7 +59,6 @@ class ResNet50Benchmark(Benchmark):
     def __init__(self, cfg, ctx) -> None:
         super().__init__(cfg, ctx)
         self.model_cfg = cfg.model
-        self.synthetic = bool(cfg.data.get("synthetic", False))
         if not self.synthetic:
             root = Path(self.model_cfg.data.path)
             self.train_set = datasets.ImageFolder(str(root / "train"), build_transforms(self.model_cfg.data, True))
@@ -73,16 +73,11 @@ class ResNet50Benchmark(Benchmark):
 
     @classmethod
     def check_inputs(cls, cfg) -> None:
-        if cfg.data.get("synthetic", False):
-            return
         root = Path(cfg.model.data.path)
         for split in ("train", "val"):
             _check_image_folder(root / split)
 
-    @property
-    def train_size(self) -> int:
-        if self.synthetic:
-            return int(self.model_cfg.batch_size) * self.ctx.world_size
+    def dataset_train_size(self) -> int:
         return len(self.train_set)
 
     def build_model(self) -> nn.Module:
@@ -91,15 +86,17 @@ class ResNet50Benchmark(Benchmark):
 
     def param_groups(self, model: nn.Module) -> list[dict[str, Any]]:
         """MLPerf ResNet: no weight decay on batch-norm parameters and biases."""
-        decay, no_decay = [], []
+        decay: list[nn.Parameter] = []
+        no_decay: list[nn.Parameter] = []
         for param in model.parameters():
             if param.requires_grad:
                 (no_decay if param.ndim <= 1 else decay).append(param)
         return [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}]
 
     def train_batches(self, epoch: int):
-        return self.ctx.make_loader(self.train_set, int(self.model_cfg.batch_size), epoch=epoch,
-                                    shuffle=True, drop_last=False)
+        return self.ctx.make_loader(
+            self.train_set, int(self.model_cfg.batch_size), epoch=epoch, shuffle=True, drop_last=False
+        )
 
     def loss(self, model: nn.Module, batch: Any) -> tuple[torch.Tensor, int]:
         images, labels = batch

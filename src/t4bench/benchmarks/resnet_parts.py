@@ -21,9 +21,16 @@ BLOCKS: dict[str, type[BasicBlock] | type[Bottleneck]] = {"basic": BasicBlock, "
 
 
 class ResNetTrunk(nn.Module):
-    def __init__(self, block: str, layers: Sequence[int], widths: Sequence[int],
-                 strides: Sequence[int] | None = None, stem_width: int = 64,
-                 stem: str = "imagenet", in_channels: int = 3) -> None:
+    def __init__(
+        self,
+        block: str,
+        layers: Sequence[int],
+        widths: Sequence[int],
+        strides: Sequence[int] | None = None,
+        stem_width: int = 64,
+        stem: str = "imagenet",
+        in_channels: int = 3,
+    ) -> None:
         super().__init__()
         block_cls = BLOCKS[block]
         strides = list(strides) if strides is not None else [1] + [2] * (len(layers) - 1)
@@ -41,12 +48,11 @@ class ResNetTrunk(nn.Module):
         self.maxpool = nn.MaxPool2d(3, stride=2, padding=1) if stem == "imagenet" else nn.Identity()
         inplanes = stem_width
         self.out_channels: list[int] = []
-        for index, (count, width, stride) in enumerate(zip(layers, widths, strides), start=1):
+        for index, (count, width, stride) in enumerate(zip(layers, widths, strides, strict=True), start=1):
             out = width * block_cls.expansion
             downsample = None
             if stride != 1 or inplanes != out:
-                downsample = nn.Sequential(nn.Conv2d(inplanes, out, 1, stride=stride, bias=False),
-                                           nn.BatchNorm2d(out))
+                downsample = nn.Sequential(nn.Conv2d(inplanes, out, 1, stride=stride, bias=False), nn.BatchNorm2d(out))
             blocks = [block_cls(inplanes, width, stride, downsample)]
             blocks += [block_cls(out, width) for _ in range(count - 1)]
             self.add_module(f"layer{index}", nn.Sequential(*blocks))

@@ -28,11 +28,16 @@ class SSDBackbone(nn.Module):
         channels = trunk.out_channels[-1]
         layers = []
         for mid, out, stride, padding in extras:
-            layers.append(nn.Sequential(
-                nn.Conv2d(channels, mid, 1, bias=False), nn.BatchNorm2d(mid), nn.ReLU(inplace=True),
-                nn.Conv2d(mid, out, 3, stride=stride, padding=padding, bias=False),
-                nn.BatchNorm2d(out), nn.ReLU(inplace=True),
-            ))
+            layers.append(
+                nn.Sequential(
+                    nn.Conv2d(channels, mid, 1, bias=False),
+                    nn.BatchNorm2d(mid),
+                    nn.ReLU(inplace=True),
+                    nn.Conv2d(mid, out, 3, stride=stride, padding=padding, bias=False),
+                    nn.BatchNorm2d(out),
+                    nn.ReLU(inplace=True),
+                )
+            )
             channels = out
         self.extras = nn.ModuleList(layers)
         init_weights(self.extras)
@@ -59,9 +64,14 @@ class SSDBenchmark(CocoBenchmark):
         )
         size = int(arch.image_size)
         return SSD(
-            backbone, anchors, (size, size), self.num_classes,
-            image_mean=list(arch.image_mean), image_std=list(arch.image_std),
-            score_thresh=float(arch.score_thresh), nms_thresh=float(arch.nms_thresh),
+            backbone,
+            anchors,
+            (size, size),
+            self.num_classes,
+            image_mean=list(arch.image_mean),
+            image_std=list(arch.image_std),
+            score_thresh=float(arch.score_thresh),
+            nms_thresh=float(arch.nms_thresh),
             detections_per_img=int(arch.detections_per_img),
             topk_candidates=int(arch.topk_candidates),
         )

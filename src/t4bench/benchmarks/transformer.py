@@ -17,21 +17,36 @@ from t4bench.translation import PAD, TranslationBenchmark, sinusoidal_positions
 
 
 class Transformer(nn.Module):
-    def __init__(self, vocab_size: int, d_model: int, heads: int, ff: int, layers: int,
-                 dropout: float, norm_first: bool = False, max_len: int = 1024) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int,
+        heads: int,
+        ff: int,
+        layers: int,
+        dropout: float,
+        norm_first: bool = False,
+        max_len: int = 1024,
+    ) -> None:
         super().__init__()
         self.d_model = d_model
         self.embed = nn.Embedding(vocab_size, d_model, padding_idx=PAD)
         nn.init.normal_(self.embed.weight, 0.0, d_model**-0.5)
+        self.positions: torch.Tensor
         self.register_buffer("positions", sinusoidal_positions(max_len, d_model), persistent=False)
         self.dropout = nn.Dropout(dropout)
-        kwargs = dict(d_model=d_model, nhead=heads, dim_feedforward=ff, dropout=dropout,
-                      batch_first=True, norm_first=norm_first)
+        kwargs: dict[str, Any] = dict(
+            d_model=d_model, nhead=heads, dim_feedforward=ff, dropout=dropout, batch_first=True, norm_first=norm_first
+        )
         self.encoder = nn.TransformerEncoder(
-            nn.TransformerEncoderLayer(**kwargs), layers, norm=nn.LayerNorm(d_model) if norm_first else None,
-            enable_nested_tensor=False)
+            nn.TransformerEncoderLayer(**kwargs),
+            layers,
+            norm=nn.LayerNorm(d_model) if norm_first else None,
+            enable_nested_tensor=False,
+        )
         self.decoder = nn.TransformerDecoder(
-            nn.TransformerDecoderLayer(**kwargs), layers, norm=nn.LayerNorm(d_model) if norm_first else None)
+            nn.TransformerDecoderLayer(**kwargs), layers, norm=nn.LayerNorm(d_model) if norm_first else None
+        )
 
     def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
         x = self.embed(tokens) * math.sqrt(self.d_model) + self.positions[: tokens.size(1)]
@@ -43,10 +58,15 @@ class Transformer(nn.Module):
 
     def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, pad_mask: torch.Tensor) -> torch.Tensor:
         """Decoder outputs [B, T, d] (before the tied output projection)."""
-        causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1), device=tgt_in.device,
-                                                                dtype=torch.bool)
-        return self.decoder(self._embed(tgt_in), memory, tgt_mask=causal, tgt_is_causal=True,
-                            tgt_key_padding_mask=tgt_in == PAD, memory_key_padding_mask=pad_mask)
+        causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1), device=tgt_in.device, dtype=torch.bool)
+        return self.decoder(
+            self._embed(tgt_in),
+            memory,
+            tgt_mask=causal,
+            tgt_is_causal=True,
+            tgt_key_padding_mask=tgt_in == PAD,
+            memory_key_padding_mask=pad_mask,
+        )
 
     def forward(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         memory, pad_mask = self.encode(src)
@@ -68,5 +88,12 @@ class TransformerBenchmark(TranslationBenchmark):
 
     def build_model(self) -> nn.Module:
         arch = self.model_cfg.arch
-        return Transformer(self.vocab_size, int(arch.d_model), int(arch.heads), int(arch.ff),
-                           int(arch.layers), float(arch.dropout), bool(arch.get("norm_first", False)))
+        return Transformer(
+            self.vocab_size,
+            int(arch.d_model),
+            int(arch.heads),
+            int(arch.ff),
+            int(arch.layers),
+            float(arch.dropout),
+            bool(arch.get("norm_first", False)),
+        )
