@@ -1,0 +1,257 @@
+"""Runs whose process is gone: a heartbeat while a run lives, and `repair` for those left RUNNING.
+
+A run's process cannot close its MLflow run when it is killed with SIGKILL, runs out of memory or
+loses its machine. While a run trains, `Heartbeat` tags it with its host, pid (and the pid's start
+time, so a reused pid is not taken for the run's) and `t4bench.heartbeat` = unix time, refreshed
+every `interval_s` from a daemon thread. `repair` marks a RUNNING run KILLED (outcome `killed`)
+when its process is gone: on this host, the pid is dead or belongs to another process; on another
+host, no heartbeat for `STALE_INTERVALS` intervals. Runs without a heartbeat tag (made by other
+tools, or by t4bench before this existed) are left alone. Every heartbeat's first beat also repairs
+its own experiment, so a stale run is closed at the start of the next one.
+
+    python -m t4bench.runs repair [--tracking-uri URI] [--experiment NAME] [--dry-run]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from t4bench.errors import T4BenchError
+
+HEARTBEAT_TAG = "t4bench.heartbeat"
+INTERVAL_TAG = "t4bench.heartbeat_interval_s"
+HOST_TAG = "t4bench.host"
+PID_TAG = "t4bench.pid"
+#: /proc/<pid>/stat start time (clock ticks since boot): tells a reused pid from the run's process
+PID_START_TAG = "t4bench.pid_start"
+REPAIRED_TAG = "t4bench.repaired"
+DEFAULT_INTERVAL_S = 30.0
+#: a run on another host is stale after this many missed heartbeats (slow stores, clock skew)
+STALE_INTERVALS = 5
+
+log = logging.getLogger(__name__)
+
+
+def pid_start_time(pid: int) -> str | None:
+    """The process's start time from /proc (None off Linux or when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # after the ")" of the command name: state is field 3, starttime field 22 of stat(5)
+    return fields[19] if len(fields) > 19 else None
+
+
+def process_alive(pid: int, start_time: str | None = None) -> bool:
+    """Whether `pid` still runs the process that tagged the run (a zombie is gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # someone else's process: it exists
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return True  # no /proc (not Linux): the signal check is all there is
+    if fields and fields[0] in ("Z", "X"):
+        return False
+    return start_time is None or len(fields) <= 19 or fields[19] == start_time
+
+
+class Heartbeat:
+    """Tags `run_id` with host/pid at start and the time every `interval_s` until `stop()`."""
+
+    def __init__(
+        self, tracking_uri: str, run_id: str, interval_s: float = DEFAULT_INTERVAL_S, repair_on_start: bool = True
+    ) -> None:
+        from mlflow.tracking import MlflowClient
+
+        self.run_id = run_id
+        self.interval_s = interval_s
+        self.repair_on_start = repair_on_start
+        self._client = MlflowClient(tracking_uri)
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Heartbeat:
+        pid = os.getpid()
+        self._client.set_tag(self.run_id, HOST_TAG, socket.gethostname())
+        self._client.set_tag(self.run_id, PID_TAG, str(pid))
+        self._client.set_tag(self.run_id, PID_START_TAG, pid_start_time(pid) or "")
+        self._client.set_tag(self.run_id, INTERVAL_TAG, f"{self.interval_s:g}")
+        self._beat()
+        self._thread = threading.Thread(target=self._loop, name="t4bench-heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> Heartbeat:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _beat(self) -> None:
+        self._client.set_tag(self.run_id, HEARTBEAT_TAG, str(int(time.time())))
+
+    def _loop(self) -> None:
+        if self.repair_on_start:
+            try:  # in the thread: the run's start never waits for it
+                experiment = self._client.get_run(self.run_id).info.experiment_id
+                for verdict in repair(self._client, [experiment], exclude={self.run_id}):
+                    print(f"t4bench: {verdict.describe()}", file=sys.stderr, flush=True)
+            except Exception as err:  # a failed clean-up must not fail the run it started with
+                log.warning("t4bench: stale-run check skipped: %s", err)
+        failures = 0
+        while not self._stopped.wait(self.interval_s):
+            try:
+                self._beat()
+                failures = 0
+            except Exception as err:  # the store is down for a moment: the next beat may work
+                failures += 1
+                if failures == 1:
+                    log.warning("t4bench: heartbeat of run %s not written: %s", self.run_id, err)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    run_id: str
+    run_name: str
+    experiment_id: str
+    reason: str
+    last_beat: int
+
+    def describe(self) -> str:
+        return f"run {self.run_id} ({self.run_name}, experiment {self.experiment_id}) marked KILLED: {self.reason}"
+
+
+def stale_reason(tags: dict[str, str], now: float, host: str, stale_intervals: int = STALE_INTERVALS) -> str | None:
+    """Why a RUNNING run with these tags has no live process (None: alive, or no heartbeat tag)."""
+    beat = tags.get(HEARTBEAT_TAG)
+    if beat is None or not beat.isdigit():
+        return None
+    pid = tags.get(PID_TAG, "")
+    if tags.get(HOST_TAG) == host and pid.isdigit():
+        if process_alive(int(pid), tags.get(PID_START_TAG) or None):
+            return None
+        return f"its process {pid} on {host} is gone"
+    interval = float(tags.get(INTERVAL_TAG) or DEFAULT_INTERVAL_S)
+    silent = now - int(beat)
+    if silent > stale_intervals * interval:
+        return f"no heartbeat from {tags.get(HOST_TAG, '?')} for {silent:.0f} s (every {interval:g} s expected)"
+    return None
+
+
+def _running_runs(client: Any, experiment_ids: Sequence[str]) -> Iterator[Any]:
+    token = None
+    while True:
+        page = client.search_runs(
+            list(experiment_ids), filter_string="attributes.status = 'RUNNING'", max_results=1000, page_token=token
+        )
+        yield from page
+        token = page.token
+        if not token:
+            return
+
+
+def repair(
+    client: Any,
+    experiment_ids: Sequence[str] | None = None,
+    *,
+    exclude: set[str] | frozenset[str] = frozenset(),
+    dry_run: bool = False,
+    stale_intervals: int = STALE_INTERVALS,
+) -> list[Verdict]:
+    """Mark RUNNING runs whose process is gone KILLED (outcome killed); returns what it found."""
+    if experiment_ids is None:
+        experiment_ids = [e.experiment_id for e in client.search_experiments()]
+    if not experiment_ids:
+        return []
+    host, now = socket.gethostname(), time.time()
+    found = []
+    for run in _running_runs(client, experiment_ids):
+        if run.info.run_id in exclude:
+            continue
+        reason = stale_reason(run.data.tags, now, host, stale_intervals)
+        if reason is None:
+            continue
+        beat = int(run.data.tags[HEARTBEAT_TAG])
+        verdict = Verdict(run.info.run_id, run.info.run_name or "", run.info.experiment_id, reason, beat)
+        found.append(verdict)
+        if not dry_run:
+            client.set_tag(run.info.run_id, "t4bench.outcome", "killed")
+            client.set_tag(run.info.run_id, REPAIRED_TAG, reason)
+            # the run ended at its last sign of life, not when the repair noticed
+            client.set_terminated(run.info.run_id, status="KILLED", end_time=beat * 1000)
+    return found
+
+
+def default_tracking_uri() -> str:
+    """What `python -m t4bench` uses: MLFLOW_TRACKING_URI, else ./mlflow.db."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{os.path.abspath('mlflow.db')}"
+
+
+def _repair_command(args: argparse.Namespace) -> int:
+    from t4bench import probe
+
+    probe.tracking(args.tracking_uri)
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(args.tracking_uri)
+    ids = None
+    if args.experiment:
+        ids = []
+        for name in args.experiment:
+            experiment = client.get_experiment_by_name(name)
+            if experiment is None:
+                raise T4BenchError(f"--experiment {name}: no such experiment in {args.tracking_uri}")
+            ids.append(experiment.experiment_id)
+    verdicts = repair(client, ids, dry_run=args.dry_run, stale_intervals=args.stale_intervals)
+    for verdict in verdicts:
+        text = verdict.describe()
+        print(text.replace("marked KILLED", "would be marked KILLED") if args.dry_run else text)
+    print(f"{len(verdicts)} stale run(s) {'found' if args.dry_run else 'marked KILLED'}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m t4bench.runs", description="MLflow runs left RUNNING")
+    commands = parser.add_subparsers(dest="command", required=True)
+    fix = commands.add_parser("repair", help="mark RUNNING runs whose process is gone KILLED")
+    fix.add_argument(
+        "--tracking-uri", default=default_tracking_uri(), help="default: $MLFLOW_TRACKING_URI or ./mlflow.db"
+    )
+    fix.add_argument("--experiment", action="append", help="only this experiment (repeatable; default: all)")
+    fix.add_argument("--dry-run", action="store_true", help="list them, change nothing")
+    fix.add_argument(
+        "--stale-intervals",
+        type=int,
+        default=STALE_INTERVALS,
+        help="missed heartbeats before a run on another host counts as gone",
+    )
+    args = parser.parse_args(argv)
+    try:
+        return _repair_command(args)
+    except T4BenchError as err:
+        print(f"t4bench: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
