@@ -11,9 +11,11 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from t4bench.data.checks import DataError
 from t4bench.errors import DatasetMissingError
 
 RECBOLE_WHEEL = "recbole==1.2.1"
@@ -57,9 +59,7 @@ def check(dataset: str, path: Path) -> None:
             f"NCF reference needs MovieLens-20M: expected {file} (columns userId,movieId,rating,"
             "timestamp); set T4BENCH_ML20M_DIR or model.data.path"
         )
-    raise DatasetMissingError(
-        f"NCF mini needs {file}; run `python -m t4bench.data.prepare` (or set T4BENCH_DATA_DIR)"
-    )
+    raise DatasetMissingError(f"NCF mini needs {file}; run `python -m t4bench.data.prepare` (or set T4BENCH_DATA_DIR)")
 
 
 @dataclass(frozen=True)
@@ -80,9 +80,7 @@ class LeaveOneOut:
         found = np.minimum(found, len(self.positive_keys) - 1)
         return self.positive_keys[found] == keys
 
-    def sample_negatives(
-        self, users: np.ndarray, per_user: int, rng: np.random.Generator
-    ) -> np.ndarray:
+    def sample_negatives(self, users: np.ndarray, per_user: int, rng: np.random.Generator) -> np.ndarray:
         """`per_user` items each user never interacted with, by rejection sampling."""
         users = np.repeat(users, per_user)
         items = rng.integers(0, self.num_items, size=len(users))
@@ -93,20 +91,79 @@ class LeaveOneOut:
         return items.reshape(-1, per_user) if per_user > 1 else items
 
 
-def load(dataset: str, path: Path) -> LeaveOneOut:
+#: the columns each variant's file must have: (file's own names, as read)
+_COLUMNS = {
+    "movielens-100k": ("user_id:token", "item_id:token", "timestamp:float"),
+    "ml-20m": ("userId", "movieId", "timestamp"),
+}
+
+
+def _first_bad_line(file: Path) -> int:
+    """The 1-based number of the first line that is not UTF-8 (read only when decoding failed)."""
+    with open(file, "rb") as raw:
+        for number, line in enumerate(raw, 1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                return number
+    return 0
+
+
+def _read_table(dataset: str, file: Path) -> Any:
+    """The (user, item, timestamp) columns; DataError naming the file and line for a file that is
+    empty, misses a column, has a ragged line, a non-numeric or missing value, or bad bytes."""
     import pandas as pd
 
+    wanted = _COLUMNS[dataset]
+    try:
+        frame = pd.read_csv(file, sep="\t" if dataset == "movielens-100k" else ",")
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{file}: empty file (expected a header {', '.join(wanted)} and ratings)") from None
+    except pd.errors.ParserError as err:  # "Expected 4 fields in line 7, saw 5"
+        raise DataError(f"{file}: {str(err).strip().splitlines()[-1]}") from None
+    except UnicodeDecodeError as err:
+        raise DataError(f"{file}:{_first_bad_line(file)}: not UTF-8 text ({err.reason})") from None
+    missing = [name for name in wanted if name not in frame.columns]
+    if missing:
+        raise DataError(
+            f"{file}: no column {', '.join(missing)} (header has {', '.join(map(str, frame.columns))}; "
+            f"needs {', '.join(wanted)})"
+        )
+    frame = frame[list(wanted)]
+    frame.columns = ["user", "item", "timestamp"]
+    if frame.empty:
+        raise DataError(f"{file}: header only, no ratings")
+    for column, name in zip(frame.columns, wanted, strict=True):
+        values = pd.to_numeric(frame[column], errors="coerce")
+        bad = values.isna()
+        if column != "timestamp":
+            bad |= values % 1 != 0
+        if bad.any():
+            row = int(bad.to_numpy().argmax())
+            raw = frame[column].iloc[row]
+            shown = "(empty)" if pd.isna(raw) else repr(raw)
+            # line 1 is the header
+            raise DataError(
+                f"{file}:{row + 2}: {name}={shown} is not {'a number' if column == 'timestamp' else 'an integer id'}"
+            )
+        frame[column] = values
+    return frame
+
+
+def load(dataset: str, path: Path) -> LeaveOneOut:
     file = expected_file(dataset, path)
-    if dataset == "movielens-100k":
-        frame = pd.read_csv(file, sep="\t")
-        frame.columns = ["user", "item", "rating", "timestamp"]
-    else:
-        frame = pd.read_csv(file, usecols=["userId", "movieId", "timestamp"])
-        frame.columns = ["user", "item", "timestamp"]
-    users = frame["user"].astype("category").cat.codes.to_numpy(np.int64)
-    items = frame["item"].astype("category").cat.codes.to_numpy(np.int64)
+    frame = _read_table(dataset, file)
+    users = frame["user"].astype("int64").astype("category").cat.codes.to_numpy(np.int64)
+    items = frame["item"].astype("int64").astype("category").cat.codes.to_numpy(np.int64)
     timestamps = frame["timestamp"].to_numpy()
     num_users, num_items = int(users.max()) + 1, int(items.max()) + 1
+    # negatives are drawn by rejection among a user's unseen items: a user who has seen every item
+    # would loop forever
+    distinct = np.bincount(np.unique(users * num_items + items) // num_items, minlength=num_users)
+    full = np.flatnonzero(distinct >= num_items)
+    if len(full):
+        user = frame["user"].iloc[int(np.flatnonzero(users == full[0])[0])]
+        raise DataError(f"{file}: user {user} rated all {num_items} item(s): no unseen item to sample negatives from")
     # latest interaction per user is the test item. ML-100k users rate many movies in the same
     # second; among such ties the one listed last in the file is held out (a stable sort)
     order = np.lexsort((np.arange(len(users)), timestamps, users))

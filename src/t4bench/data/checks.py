@@ -1,0 +1,45 @@
+"""What every loader needs to reject damaged data in one line: the error type and an image opener.
+
+A `DataError` names the file (and the line or record) and what is wrong with it; the command line
+prints it as `t4bench: error: ...` and exits 2, like any other bad input.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PIL import Image
+
+from t4bench.errors import DatasetMissingError
+
+#: what torch's DataLoader puts before a worker's traceback when it re-raises the worker's error
+_WORKER_MARK = "\nOriginal Traceback"
+
+
+class DataError(DatasetMissingError):
+    """A dataset file that exists but cannot be used: the message names the file and the record."""
+
+    def __init__(self, message: str) -> None:
+        # torch's DataLoader re-raises a worker's exception as type(err)(text + worker traceback):
+        # keep only the original message, the traceback's last line
+        if _WORKER_MARK in message:
+            last = message.rstrip().splitlines()[-1]
+            message = last.split(f"{type(self).__name__}: ", 1)[-1]
+        super().__init__(message)
+
+
+def open_rgb(path: str | Path) -> Image.Image:
+    """The image at `path`, decoded now and in RGB; DataError naming the file when it is truncated,
+    not an image, or unreadable (PIL decodes lazily: a bad file would fail later, anonymously)."""
+    try:
+        with Image.open(path) as image:
+            image.load()
+            return image.convert("RGB")
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:
+        detail = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise DataError(f"{path}: unreadable image ({detail})") from None
+
+
+def image_loader(path: str) -> Image.Image:
+    """`loader=` for torchvision's ImageFolder: `open_rgb`."""
+    return open_rgb(path)
