@@ -5,14 +5,23 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
-from conftest import REPO, compose
+import pytest
+from conftest import CONF_DIR, REPO, compose
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from t4bench import preflight
+
+MODELS = sorted(path.stem for path in (CONF_DIR / "model").glob("*.yaml"))
+HW_PROFILES = sorted(path.stem for path in (CONF_DIR / "hw").glob("*.yaml"))
+MODEL_SCALES = [(model, scale) for model in MODELS for scale in preflight.available_scales(model)]
 
 
 def t4bench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=120
-    )
+    return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
 def test_defaults_are_mini_ncf_on_cpu() -> None:
@@ -67,12 +76,25 @@ def test_scales_a_model_defines() -> None:
     preflight.check_scale(compose(["data=synthetic"]))  # synthetic implies reference
 
 
-def test_a_scale_the_model_lacks_fails_before_anything_starts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_scale_the_model_lacks_fails_before_anything_starts(tmp_path: Path) -> None:
     # Hydra drops the missing optional conf/model_scale/ncf_ding.yaml silently: it would run mini
     db = tmp_path / "mlflow.db"
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "t4bench", "model=ncf", "scale=ding", f"hydra.run.dir={tmp_path / 'run'}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{db}"},
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-m",
+            "t4bench",
+            "model=ncf",
+            "scale=ding",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{db}"},
     )
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("import time:")]
@@ -83,3 +105,74 @@ def test_a_scale_the_model_lacks_fails_before_anything_starts(tmp_path) -> None:
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
     assert "torch" not in imported and "mlflow" not in imported
     assert not db.exists()  # no MLflow store, let alone a run
+
+
+def resolved(overrides: list[str]) -> dict[str, Any]:
+    """The composed config for `overrides` with every interpolation resolved (the `hydra` node
+    left out: its sweep keys only resolve inside a multirun)."""
+    cfg = compose(overrides)
+    HydraConfig.instance().set_config(cfg)  # ${hydra:runtime.cwd} in paths and tracking
+    with open_dict(cfg):
+        del cfg["hydra"]
+    container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    assert isinstance(container, dict)
+    return {str(key): value for key, value in container.items()}
+
+
+@pytest.mark.parametrize(("model", "scale"), MODEL_SCALES)
+def test_every_model_scale_and_hw_profile_composes(model: str, scale: str) -> None:
+    for hw in HW_PROFILES:
+        cfg = resolved([f"model={model}", f"scale={scale}", f"hw={hw}"])
+        assert cfg["model"]["name"] == model and cfg["scale"]["name"] == scale and cfg["hw"]["name"] == hw
+        assert cfg["model"]["target"], "a run needs a quality target"
+        assert all(isinstance(value, float) for value in cfg["model"]["target"].values()), cfg["model"]["target"]
+        assert cfg["max_epochs"] == cfg["model"]["max_epochs"] > 0
+
+
+def test_every_hw_profile_gets_the_shared_run_settings() -> None:
+    shared = OmegaConf.load(CONF_DIR / "hw" / "run" / "default.yaml")
+    assert isinstance(shared, DictConfig)
+    for hw in HW_PROFILES:
+        cfg = compose([f"hw={hw}"])
+        for key in map(str, shared.keys()):
+            assert cfg.hw[key] == shared[key], f"hw={hw}: {key}"
+    # a profile's own keys win over the shared ones, and the command line over both
+    assert compose(["hw=cpu"]).hw.loader_workers == 0 and compose(["hw=h200"]).hw.loader_workers == 8
+    assert compose(["hw=h200", "hw.count=4", "hw.telemetry.interval_s=5"]).hw.telemetry.interval_s == 5
+    assert compose(["hw=h200", "hw.count=4"]).hw.count == 4
+
+
+def test_scales_say_where_their_datasets_come_from() -> None:
+    for path in (CONF_DIR / "scale").glob("*.yaml"):
+        scale = OmegaConf.load(path)
+        assert scale.name == path.stem
+        assert scale.datasets in ("prepare", "external"), path
+
+
+@pytest.mark.parametrize(
+    ("model", "v0_5", "v0_6"),
+    [
+        ("resnet50", {"top1": 0.749}, {"top1": 0.759}),
+        ("ssd", {"box_map": 0.212}, {"box_map": 0.23}),
+        ("maskrcnn", {"box_map": 0.377, "mask_map": 0.339}, {"box_map": 0.377, "mask_map": 0.339}),
+        ("gnmt", {"bleu": 21.8}, {"bleu": 24.0}),
+        ("ncf", {"hr_at_10": 0.635}, {"hr_at_10": 0.635}),
+        ("transformer", {"bleu": 25.0}, {"bleu": 25.0}),
+    ],
+)
+def test_one_knob_picks_the_mlperf_round_of_every_reference_target(
+    model: str, v0_5: dict[str, float], v0_6: dict[str, float]
+) -> None:
+    assert resolved([f"model={model}", "scale=reference"])["model"]["target"] == v0_5
+    assert resolved([f"model={model}", "scale=reference", "scale.target_version=v0_6"])["model"]["target"] == v0_6
+    # one metric can still be set by hand
+    metric = next(iter(v0_5))
+    assert (
+        resolved([f"model={model}", "scale=reference", f"model.target.{metric}=0.5"])["model"]["target"][metric] == 0.5
+    )
+
+
+def test_max_epochs_defaults_to_the_models_and_overrides_it() -> None:
+    assert compose(["model=gnmt"]).max_epochs == compose(["model=gnmt"]).model.max_epochs == 40
+    assert compose(["model=gnmt", "scale=reference"]).max_epochs == 8
+    assert compose(["model=gnmt", "max_epochs=3"]).max_epochs == 3
