@@ -10,20 +10,25 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
+import logging
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from PIL import Image
 from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 from torch.utils.data import Dataset
 from torchvision.transforms.functional import pil_to_tensor
 
+from t4bench.data.checks import DataError, open_rgb
 from t4bench.errors import DatasetMissingError
+
+log = logging.getLogger(__name__)
 
 #: COCOeval iouType for each metric name a benchmark may put in its target
 IOU_TYPES = {"box_map": "bbox", "mask_map": "segm"}
@@ -44,6 +49,86 @@ def quiet_coco(annotations: Path | str) -> COCO:
         return COCO(str(annotations))
 
 
+#: the records of a COCO instances file and the fields each must have
+REQUIRED_FIELDS = {
+    "images": ("id", "file_name", "width", "height"),
+    "annotations": ("id", "image_id", "category_id", "bbox"),
+    "categories": ("id",),
+}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        dataset = json.loads(path.read_bytes())
+    except json.JSONDecodeError as err:
+        raise DataError(f"{path}:{err.lineno}:{err.colno}: not valid JSON ({err.msg})") from None
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path}: not UTF-8 JSON ({err.reason} at byte {err.start})") from None
+    except OSError as err:
+        raise DataError(f"{path}: cannot be read ({err.strerror or err})") from None
+    if not isinstance(dataset, dict):
+        raise DataError(f"{path}: not a COCO instances file (the JSON is not an object)")
+    return dataset
+
+
+def _check_records(path: Path, dataset: dict[str, Any]) -> None:
+    for key, fields in REQUIRED_FIELDS.items():
+        records = dataset.get(key)
+        if not isinstance(records, list):
+            raise DataError(f"{path}: no {key!r} list (a COCO instances file has images, annotations and categories)")
+        for index, record in enumerate(records):
+            missing = [name for name in fields if not isinstance(record, dict) or name not in record]
+            if missing:
+                raise DataError(f"{path}: {key}[{index}] has no {', '.join(missing)}")
+    if not dataset["categories"]:
+        raise DataError(f"{path}: 'categories' is empty")
+    for index, image in enumerate(dataset["images"]):
+        if not all(isinstance(image[k], int) and image[k] >= 1 for k in ("width", "height")):
+            raise DataError(
+                f"{path}: images[{index}] (id {image['id']}) has width/height "
+                f"{image['width']}x{image['height']}; must be positive integers"
+            )
+
+
+def _check_annotations(path: Path, dataset: dict[str, Any], masks: bool) -> None:
+    images = {image["id"] for image in dataset["images"]}
+    categories = {category["id"] for category in dataset["categories"]}
+    for index, ann in enumerate(dataset["annotations"]):
+        where = f"{path}: annotations[{index}] (id {ann['id']})"
+        if ann["image_id"] not in images:
+            raise DataError(f"{where}: image_id {ann['image_id']} is not in 'images'")
+        if ann["category_id"] not in categories:
+            raise DataError(f"{where}: category_id {ann['category_id']} is not in 'categories'")
+        bbox = ann["bbox"]
+        if not (isinstance(bbox, list) and len(bbox) == 4 and all(_number(v) for v in bbox)):
+            raise DataError(f"{where}: bbox {bbox} is not [x, y, width, height] of finite numbers")
+        if masks and not ann.get("iscrowd", 0) and "segmentation" not in ann:
+            raise DataError(f"{where}: no 'segmentation' (instance masks are needed to train Mask R-CNN)")
+
+
+def load_annotations(path: Path | str, *, masks: bool = False) -> COCO:
+    """A COCO instances file, checked before pycocotools indexes it: DataError naming the file
+    and the record for bad JSON, a missing list or field, dangling ids, a malformed bbox."""
+    path = Path(path)
+    dataset = _read_json(path)
+    _check_records(path, dataset)
+    _check_annotations(path, dataset, masks)
+    coco = COCO()
+    coco.dataset = dataset
+    with contextlib.redirect_stdout(io.StringIO()):
+        coco.createIndex()
+    return coco
+
+
+def is_degenerate(bbox: Sequence[float]) -> bool:
+    """Narrower or lower than a pixel (zero or negative sizes included): no box to learn."""
+    return not (bbox[2] >= 1 and bbox[3] >= 1)
+
+
 class CocoDetection(Dataset):
     """(image float [3, H, W] in [0, 1], target) pairs in torchvision's detection convention.
 
@@ -53,10 +138,18 @@ class CocoDetection(Dataset):
     `hflip` is the probability of a horizontal flip (training augmentation).
     """
 
-    def __init__(self, images: Path, annotations: Path, *, masks: bool = False,
-                 skip_empty: bool = False, hflip: float = 0.0, limit: int | None = None) -> None:
+    def __init__(
+        self,
+        images: Path,
+        annotations: Path,
+        *,
+        masks: bool = False,
+        skip_empty: bool = False,
+        hflip: float = 0.0,
+        limit: int | None = None,
+    ) -> None:
         self.images = Path(images)
-        self.coco = quiet_coco(annotations)
+        self.coco = load_annotations(annotations, masks=masks)
         self.masks = masks
         self.hflip = hflip
         self.cat_ids = sorted(self.coco.getCatIds())
@@ -65,6 +158,33 @@ class CocoDetection(Dataset):
         if skip_empty:
             ids = [i for i in ids if self._annotations(i)]
         self.ids = ids[:limit] if limit else ids
+        self._report_skipped(Path(annotations))
+        if not self.ids:
+            raise DataError(f"{annotations}: no images" + (" with a usable box" if skip_empty else ""))
+        missing = [
+            self.coco.imgs[i]["file_name"]
+            for i in self.ids
+            if not (self.images / self.coco.imgs[i]["file_name"]).is_file()
+        ]
+        if missing:
+            raise DataError(
+                f"{self.images}: {len(missing)} image file(s) named in {annotations} are missing, e.g. {missing[0]}"
+            )
+
+    def _report_skipped(self, annotations: Path) -> None:
+        """Crowd and degenerate boxes are not trained on (as in the MLPerf Mask R-CNN reference:
+        crowd regions and boxes under a pixel); say how many, so damaged data does not pass silently."""
+        anns = self.coco.loadAnns(self.coco.getAnnIds(imgIds=self.ids))
+        crowd = sum(1 for a in anns if a.get("iscrowd", 0))
+        degenerate = sum(1 for a in anns if not a.get("iscrowd", 0) and is_degenerate(a["bbox"]))
+        if crowd or degenerate:
+            log.warning(
+                "%s: %d crowd and %d degenerate (width or height under 1 px) boxes of %d skipped",
+                annotations,
+                crowd,
+                degenerate,
+                len(anns),
+            )
 
     @property
     def num_classes(self) -> int:
@@ -73,7 +193,7 @@ class CocoDetection(Dataset):
 
     def _annotations(self, image_id: int) -> list[dict[str, Any]]:
         anns = self.coco.loadAnns(self.coco.getAnnIds(imgIds=image_id, iscrowd=False))
-        return [a for a in anns if a["bbox"][2] >= 1 and a["bbox"][3] >= 1]
+        return [a for a in anns if not is_degenerate(a["bbox"])]
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -81,8 +201,7 @@ class CocoDetection(Dataset):
     def __getitem__(self, index: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         image_id = self.ids[index]
         info = self.coco.loadImgs(image_id)[0]
-        with Image.open(self.images / info["file_name"]) as pil:
-            image = pil_to_tensor(pil.convert("RGB")).float().div_(255.0)
+        image = pil_to_tensor(open_rgb(self.images / info["file_name"])).float().div_(255.0)
         anns = self._annotations(image_id)
         boxes = torch.tensor([a["bbox"] for a in anns], dtype=torch.float32).reshape(-1, 4)
         boxes[:, 2:] += boxes[:, :2]
@@ -96,8 +215,9 @@ class CocoDetection(Dataset):
         }
         if self.masks:
             stack = [self.coco.annToMask(a) for a in anns]
-            target["masks"] = (torch.from_numpy(np.stack(stack)) if stack
-                               else torch.zeros((0, height, width), dtype=torch.uint8))
+            target["masks"] = (
+                torch.from_numpy(np.stack(stack)) if stack else torch.zeros((0, height, width), dtype=torch.uint8)
+            )
         if self.hflip and torch.rand(()) < self.hflip:
             image = image.flip(-1)
             target["boxes"] = torch.stack([width - boxes[:, 2], boxes[:, 1], width - boxes[:, 0], boxes[:, 3]], 1)
@@ -108,16 +228,22 @@ class CocoDetection(Dataset):
 
 def collate(batch: Sequence[tuple[torch.Tensor, dict[str, torch.Tensor]]]) -> tuple[list, list]:
     """Lists of images and targets: detection models take images of different sizes."""
-    images, targets = zip(*batch)
+    images, targets = zip(*batch, strict=True)
     return list(images), list(targets)
 
 
-def to_results(outputs: Iterable[Mapping[str, torch.Tensor]], image_ids: Iterable[int],
-               cat_ids: Sequence[int], *, masks: bool, mask_threshold: float = 0.5) -> list[dict]:
+def to_results(
+    outputs: Iterable[Mapping[str, torch.Tensor]],
+    image_ids: Iterable[int],
+    cat_ids: Sequence[int],
+    *,
+    masks: bool,
+    mask_threshold: float = 0.5,
+) -> list[dict]:
     """torchvision detection outputs (boxes xyxy, labels 1..K, scores, masks [N,1,H,W] probabilities)
     as COCO result dicts (bbox xywh, category_id, score, segmentation RLE when `masks`)."""
     results = []
-    for output, image_id in zip(outputs, image_ids):
+    for output, image_id in zip(outputs, image_ids, strict=True):
         boxes = output["boxes"].detach().float().cpu().numpy()
         scores = output["scores"].detach().float().cpu().tolist()
         labels = output["labels"].cpu().tolist()
@@ -125,17 +251,19 @@ def to_results(outputs: Iterable[Mapping[str, torch.Tensor]], image_ids: Iterabl
             binary = (output["masks"][:, 0] > mask_threshold).cpu().numpy().astype(np.uint8)
             rles = mask_utils.encode(np.asfortranarray(binary.transpose(1, 2, 0))) if len(binary) else []
         for i, (x0, y0, x1, y1) in enumerate(boxes.tolist()):
-            result = {"image_id": int(image_id), "category_id": int(cat_ids[labels[i] - 1]),
-                      "bbox": [x0, y0, x1 - x0, y1 - y0], "score": scores[i]}
+            result = {
+                "image_id": int(image_id),
+                "category_id": int(cat_ids[labels[i] - 1]),
+                "bbox": [x0, y0, x1 - x0, y1 - y0],
+                "score": scores[i],
+            }
             if masks:
-                result["segmentation"] = {"size": list(rles[i]["size"]),
-                                          "counts": rles[i]["counts"].decode("ascii")}
+                result["segmentation"] = {"size": list(rles[i]["size"]), "counts": rles[i]["counts"].decode("ascii")}
             results.append(result)
     return results
 
 
-def coco_map(coco_gt: COCO, results: list[dict], iou_type: str,
-             image_ids: Sequence[int] | None = None) -> float:
+def coco_map(coco_gt: COCO, results: list[dict], iou_type: str, image_ids: Sequence[int] | None = None) -> float:
     """COCOeval AP@[.5:.95] (stats[0]) of `results` against `coco_gt`; 0.0 without detections."""
     if not results:
         return 0.0
@@ -150,8 +278,9 @@ def coco_map(coco_gt: COCO, results: list[dict], iou_type: str,
     return max(float(evaluator.stats[0]), 0.0)
 
 
-def score(coco_gt: COCO, results: list[dict], metrics: Iterable[str],
-          image_ids: Sequence[int] | None = None) -> dict[str, float]:
+def score(
+    coco_gt: COCO, results: list[dict], metrics: Iterable[str], image_ids: Sequence[int] | None = None
+) -> dict[str, float]:
     """{metric: AP} for metric names in IOU_TYPES (box_map, mask_map)."""
     return {name: coco_map(coco_gt, results, IOU_TYPES[name], image_ids) for name in metrics}
 
@@ -163,9 +292,15 @@ def ground_truth_results(coco_gt: COCO, image_ids: Sequence[int] | None = None) 
     for ann in coco_gt.loadAnns(coco_gt.getAnnIds(imgIds=ids, iscrowd=False)):
         rle = coco_gt.annToRLE(ann)
         counts = rle["counts"].decode("ascii") if isinstance(rle["counts"], bytes) else rle["counts"]
-        results.append({"image_id": ann["image_id"], "category_id": ann["category_id"],
-                        "bbox": list(ann["bbox"]), "score": 1.0,
-                        "segmentation": {"size": list(rle["size"]), "counts": counts}})
+        results.append(
+            {
+                "image_id": ann["image_id"],
+                "category_id": ann["category_id"],
+                "bbox": list(ann["bbox"]),
+                "score": 1.0,
+                "segmentation": {"size": list(rle["size"]), "counts": counts},
+            }
+        )
     return results
 
 
@@ -177,9 +312,14 @@ def prior_results(coco_train: COCO, coco_val: COCO, grid: int = 3) -> list[dict]
     anns = coco_train.loadAnns(coco_train.getAnnIds(iscrowd=False))
     total = max(len(anns), 1)
     for cat in coco_train.getCatIds():
-        sizes = [(a["bbox"][2] / coco_train.imgs[a["image_id"]]["width"],
-                  a["bbox"][3] / coco_train.imgs[a["image_id"]]["height"])
-                 for a in anns if a["category_id"] == cat]
+        sizes = [
+            (
+                a["bbox"][2] / coco_train.imgs[a["image_id"]]["width"],
+                a["bbox"][3] / coco_train.imgs[a["image_id"]]["height"],
+            )
+            for a in anns
+            if a["category_id"] == cat
+        ]
         if not sizes:
             continue
         rel_w, rel_h = np.median(np.array(sizes), axis=0)
@@ -192,8 +332,13 @@ def prior_results(coco_train: COCO, coco_val: COCO, grid: int = 3) -> list[dict]
                     x0, y0 = max(cx - w / 2, 0.0), max(cy - h / 2, 0.0)
                     box = [x0, y0, min(w, width - x0), min(h, height - y0)]
                     rle = mask_utils.frPyObjects(np.array([box], dtype=np.float64), height, width)[0]
-                    results.append({"image_id": image["id"], "category_id": cat, "bbox": box,
-                                    "score": len(sizes) / total,
-                                    "segmentation": {"size": list(rle["size"]),
-                                                     "counts": rle["counts"].decode("ascii")}})
+                    results.append(
+                        {
+                            "image_id": image["id"],
+                            "category_id": cat,
+                            "bbox": box,
+                            "score": len(sizes) / total,
+                            "segmentation": {"size": list(rle["size"]), "counts": rle["counts"].decode("ascii")},
+                        }
+                    )
     return results
