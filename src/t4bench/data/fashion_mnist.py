@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import shutil
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from t4bench.data.checks import DataError
 from t4bench.errors import DatasetMissingError
 
 #: Debian `dataset-fashion-mnist` install location; T4BENCH_FASHION_MNIST_DIR overrides it
@@ -53,18 +56,30 @@ def load(split: str) -> tuple[np.ndarray, np.ndarray]:
             "(install the Debian package dataset-fashion-mnist or set T4BENCH_FASHION_MNIST_DIR "
             "to a folder holding {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz)"
         )
-    with gzip.open(paths[0], "rb") as fh:
-        raw = fh.read()
-    if int.from_bytes(raw[:4], "big") != 2051:
-        raise DatasetMissingError(f"{paths[0]} is not an IDX image file")
-    count, rows, cols = (int.from_bytes(raw[i : i + 4], "big") for i in (4, 8, 12))
-    images = np.frombuffer(raw, dtype=np.uint8, offset=16).reshape(count, rows, cols)
-    with gzip.open(paths[1], "rb") as fh:
-        raw = fh.read()
-    if int.from_bytes(raw[:4], "big") != 2049:
-        raise DatasetMissingError(f"{paths[1]} is not an IDX label file")
-    labels = np.frombuffer(raw, dtype=np.uint8, offset=8).astype(np.int64)
+    images = _read_idx(paths[0], 2051, 3)
+    labels = _read_idx(paths[1], 2049, 1).astype(np.int64)
+    if len(images) != len(labels):
+        raise DataError(f"{paths[0]} holds {len(images)} images but {paths[1]} {len(labels)} labels")
+    if labels.size and labels.max() >= len(CLASSES):
+        raise DataError(f"{paths[1]}: label {labels.max()} outside 0..{len(CLASSES) - 1}")
     return images, labels
+
+
+def _read_idx(path: Path, magic: int, dims: int) -> np.ndarray:
+    """A gzipped IDX array of uint8 with `dims` dimensions; DataError naming the file when it is
+    not gzip, truncated, or its header does not match its size."""
+    try:
+        with gzip.open(path, "rb") as fh:
+            raw = fh.read()
+    except (OSError, EOFError, zlib.error) as err:  # BadGzipFile is an OSError
+        raise DataError(f"{path}: unreadable gzip ({err})") from None
+    header = 4 + 4 * dims
+    if len(raw) < header or int.from_bytes(raw[:4], "big") != magic:
+        raise DataError(f"{path}: not an IDX {'image' if dims == 3 else 'label'} file (magic {magic} expected)")
+    shape = tuple(int.from_bytes(raw[i : i + 4], "big") for i in range(4, header, 4))
+    if len(raw) - header != math.prod(shape):
+        raise DataError(f"{path}: header says {'x'.join(map(str, shape))} bytes of data, file has {len(raw) - header}")
+    return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(shape)
 
 
 def balanced_indices(labels: np.ndarray, per_class: int, seed: int) -> np.ndarray:
