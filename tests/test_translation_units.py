@@ -11,12 +11,15 @@ import torch
 import torch.nn.functional as F
 
 from conftest import DATA_ROOT
-from t4bench.data import translation as data
-from t4bench.data.translation import LexEntry, PseudoLanguage
-from t4bench.errors import DatasetMissingError
-from t4bench.translation import (
-    BOS, EOS, PAD, Tokenizer, bucketed_batches, collate, corpus_bleu, label_smoothed_loss,
+from t4bench.benchmarks.seq2seq_parts import (
+    BOS, EOS, PAD, Tokenizer, bucketed_batches, collate, label_smoothed_loss,
 )
+from t4bench.data import ding
+from t4bench.data import translation as data
+from t4bench.data.ding import LexEntry
+from t4bench.data.pseudo_language import PseudoLanguage, Word
+from t4bench.data.translation import bleu as corpus_bleu
+from t4bench.errors import DatasetMissingError
 
 
 def entry(german: str, tag: str) -> LexEntry:
@@ -40,7 +43,7 @@ def test_lexical_mapping_uses_the_dictionary_and_inflects_verbs(lang: PseudoLang
     assert lang.word("book").target == "buch"
     assert lang.word("read").target == "lesen"
     assert lang.word("reads").target == "lesent"  # 3rd person -s -> -t on the Ding verb
-    assert lang.word("houses") == data.Word("noun", "hausen", "pl")
+    assert lang.word("houses") == Word("noun", "hausen", "pl")
 
 
 def test_words_without_an_entry_get_a_fixed_made_up_word(lang: PseudoLanguage) -> None:
@@ -102,14 +105,14 @@ Garten {m} | Die Kinder sind im Garten. :: garden | The children are in the gard
 def ding_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "de-en"
     path.write_text(DING_FIXTURE, encoding="utf-8")
-    monkeypatch.setattr(data, "DING_PATH", path)
+    monkeypatch.setattr(ding, "DING_PATH", path)
     monkeypatch.setattr(data, "TEST_SIZE", {"ding": 3, "mini": 3})
     monkeypatch.setattr(data, "SPM_VOCAB", {"ding": 80, "mini": 80})
     return path
 
 
 def test_read_ding_gives_sentence_pairs_and_a_tagged_lexicon(ding_file: Path) -> None:
-    pairs, lexicon = data.read_ding(ding_file)
+    pairs, lexicon = ding.read_ding(ding_file)
     assert ("Das Haus ist alt.", "The house is old.") in pairs
     assert ("Er geht nach Hause.", "He goes home.") in pairs
     assert len(pairs) == 14
@@ -117,7 +120,7 @@ def test_read_ding_gives_sentence_pairs_and_a_tagged_lexicon(ding_file: Path) ->
     assert lexicon["houses"].tag == "pl" and lexicon["man"].tag == "m" and lexicon["woman"].tag == "f"
     assert lexicon["old"].tag == "adj"
     assert lexicon["see"] == LexEntry("sehen", "verb", lexicon["see"].rank)  # "to see" -> see
-    assert data.IRREGULAR_FORMS["went"] == "go"
+    assert ding.IRREGULAR_FORMS["went"] == "go"
 
 
 def test_prepare_is_deterministic_and_idempotent(ding_file: Path, tmp_path: Path) -> None:
@@ -132,15 +135,15 @@ def test_prepare_is_deterministic_and_idempotent(ding_file: Path, tmp_path: Path
     data.prepare(second)  # elsewhere: the same bytes, sentencepiece model included
     assert written == {p.relative_to(second): p.read_bytes() for p in second.rglob("*") if p.is_file()}
 
-    ding = first / "translation" / "ding"
-    train = (ding / "train.src").read_text().splitlines()
-    test = (ding / "test.src").read_text().splitlines()
+    ding_dir = first / "translation" / "ding"
+    train = (ding_dir / "train.src").read_text().splitlines()
+    test = (ding_dir / "test.src").read_text().splitlines()
     assert len(test) == 3 and len(train) == 11 and not set(train) & set(test)
-    manifest = json.loads((ding / "manifest.json").read_text())
+    manifest = json.loads((ding_dir / "manifest.json").read_text())
     assert manifest["train"] == 11 and set(manifest["baselines_bleu"]) == {"copy", "word_by_word"}
 
     mini = first / "translation" / "mini"
-    _, lexicon = data.read_ding(ding_file)
+    _, lexicon = ding.read_ding(ding_file)
     lang = PseudoLanguage(lexicon)
     for split in ("train", "test"):
         sources = (mini / f"{split}.src").read_text().splitlines()
@@ -149,7 +152,7 @@ def test_prepare_is_deterministic_and_idempotent(ding_file: Path, tmp_path: Path
 
 
 def test_prepare_without_the_ding_file_names_the_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(data, "DING_PATH", tmp_path / "missing")
+    monkeypatch.setattr(ding, "DING_PATH", tmp_path / "missing")
     with pytest.raises(DatasetMissingError, match="trans-de-en"):
         data.prepare(tmp_path / "root")
 
@@ -160,7 +163,7 @@ def test_prepare_without_the_ding_file_names_the_package(tmp_path: Path, monkeyp
 def test_tokenizer_round_trips_the_fixture_and_reserves_special_ids(ding_file: Path, tmp_path: Path) -> None:
     data.prepare(tmp_path)
     tokenizer = Tokenizer(tmp_path / "translation" / "ding" / "spm.model")
-    pairs, _ = data.read_ding(ding_file)
+    pairs, _ = ding.read_ding(ding_file)
     lines = [text for pair in pairs for text in pair]
     ids = tokenizer.encode(lines)
     assert tokenizer.decode(ids) == lines

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
@@ -52,7 +52,7 @@ class RunContext:
     ) -> DataLoader[Any]:
         """A loader over this rank's shard; the order depends only on (seed, epoch), not on rank count
         beyond the sharding itself, so every rank sees a disjoint slice of the same permutation."""
-        sampler = DistributedSampler(
+        sampler: DistributedSampler[Any] = DistributedSampler(
             dataset,
             num_replicas=self.world_size,
             rank=self.rank,
@@ -91,8 +91,12 @@ class RunContext:
 
     def shard_indices(self, n: int, *, epoch: int, shuffle: bool = True) -> torch.Tensor:
         """This rank's indices into `n` items for `epoch` (the DistributedSampler permutation)."""
-        sampler = DistributedSampler(
-            range(n), num_replicas=self.world_size, rank=self.rank, shuffle=shuffle, seed=self.seed
+        sampler: DistributedSampler[int] = DistributedSampler(
+            range(n),  # type: ignore[arg-type]  # any sized sequence works; torch's stub says Dataset
+            num_replicas=self.world_size,
+            rank=self.rank,
+            shuffle=shuffle,
+            seed=self.seed,
         )
         sampler.set_epoch(epoch)
         return torch.tensor(list(sampler), dtype=torch.long)
@@ -103,11 +107,7 @@ class RunContext:
         """Batches of this rank's shard of equally long tensors, sliced without per-sample
         collation (which costs more than a small model's step on CPU)."""
         index = self.shard_indices(len(tensors[0]), epoch=epoch, shuffle=shuffle)
-        shard = [tensor[index] for tensor in tensors]
-        return [
-            tuple(tensor[start : start + batch_size] for tensor in shard)
-            for start in range(0, len(index), batch_size)
-        ]
+        return list(zip(*(chunked(tensor[index], batch_size) for tensor in tensors), strict=True))
 
     def to_device(self, batch: Any) -> Any:
         """Move a (nested) batch to the device; non-blocking from pinned memory on GPU."""
@@ -121,12 +121,22 @@ class RunContext:
             return {key: self.to_device(value) for key, value in batch.items()}
         if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
             return type(batch)(*(self.to_device(value) for value in batch))
-        if isinstance(batch, Sequence) and not isinstance(batch, str):
+        if isinstance(batch, (list, tuple)):
             return type(batch)(self.to_device(value) for value in batch)
         return batch
 
 
-def chunked(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    """Consecutive slices of `items` of at most `size` (evaluation batches)."""
+class Sliceable(Protocol):
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: slice, /) -> Any: ...
+
+
+SliceableT = TypeVar("SliceableT", bound=Sliceable)
+
+
+def chunked(items: SliceableT, size: int) -> Iterator[SliceableT]:
+    """Consecutive slices of at most `size` items (a list, a tensor along its first dimension): the
+    one way batches are cut here, for training shards, length buckets and evaluation alike."""
     for start in range(0, len(items), size):
         yield items[start : start + size]

@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 from torch import nn
 
 from t4bench.benchmark import Benchmark
-from t4bench.context import RunContext
+from t4bench.context import RunContext, chunked
 from t4bench.data import movielens
 
 # the evaluation negatives are part of the dataset, not of the run: the same for every seed
@@ -113,12 +113,12 @@ class NCFBenchmark(Benchmark):
         candidates = self.eval_items.shape[1]
         users = torch.arange(self.num_users).repeat_interleave(candidates)
         items = self.eval_items.reshape(-1)
-        scores = []
         step = int(self.cfg.model.eval_batch_size)
-        for start in range(0, len(users), step):
-            u = users[start : start + step].to(self.ctx.device)
-            i = items[start : start + step].to(self.ctx.device)
-            scores.append(model(u, i).float().cpu())
+        device = self.ctx.device
+        scores = [
+            model(u.to(device), i.to(device)).float().cpu()
+            for u, i in zip(chunked(users, step), chunked(items, step), strict=True)
+        ]
         table = torch.cat(scores).reshape(self.num_users, candidates)
         # rank = negatives scored strictly above the positive (0 = top)
         rank = (table[:, 1:] > table[:, :1]).sum(dim=1)

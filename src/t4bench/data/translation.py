@@ -9,8 +9,8 @@
   training split.
 - `mini/`: the CPU-minutes task. The *source* side is the real English sentences of those pairs,
   restricted to sentences whose words all lie in a frequent vocabulary. The *target* side is a
-  pseudo-language generated from the English by the fixed rules of `PseudoLanguage` (a
-  deterministic function of the English sentence; see docs/translation.md): a lexical mapping
+  pseudo-language generated from the English by the fixed rules of
+  `t4bench.data.pseudo_language.PseudoLanguage` (a deterministic function of the English sentence; see docs/translation.md): a lexical mapping
   (the Ding dictionary's German word where it has a single-word entry, else a made-up word),
   determiners and adjectives that agree with the grammatical gender of their noun, adjectives after
   the noun, and the finite verb moved to the end of subordinate clauses.
@@ -19,7 +19,9 @@ Each directory holds `train.src`, `train.tgt`, `test.src`, `test.tgt` (one sente
 `spm.model` and `manifest.json` (counts, baselines, a version key). Setup is idempotent: a
 directory whose manifest carries the current version key is left alone.
 
-`python -m t4bench.data.translation [DATA_ROOT]` runs it and prints the baselines.
+`python -m t4bench.data.translation [DATA_ROOT]` runs it and prints the baselines. The Ding file
+is read by `t4bench.data.ding`; the model-side pieces (tokenizer, batches, loss, decoding) are
+`t4bench.benchmarks.seq2seq_parts`.
 """
 
 from __future__ import annotations
@@ -29,13 +31,15 @@ import hashlib
 import io
 import json
 import os
-import re
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-DING_PATH = Path(os.environ.get("T4BENCH_DING_PATH", "/usr/share/trans/de-en"))
+from t4bench.data import ding
+from t4bench.data.ding import LexEntry, detok, read_ding, tokenize_en
+from t4bench.data.pseudo_language import PseudoLanguage
+from t4bench.data.pseudo_words import AGREE, CLOSED_CLASS
+
 #: bump when anything below changes what is written
 VERSION = "4"
 MAX_EN_WORDS = 12
@@ -43,98 +47,6 @@ TEST_SIZE = {"ding": 1000, "mini": 500}
 MINI_VOCAB = 600
 SPM_VOCAB = {"ding": 6000, "mini": 1000}
 TARGET_FILES = ("train.src", "train.tgt", "test.src", "test.tgt", "spm.model", "manifest.json")
-
-_ANNOTATION = re.compile(r"\s*(\{[^}]*\}|\[[^\]]*\]|<[^>]*>|\([^)]*\))")
-_SENT_START = re.compile(r"^[A-ZÄÖÜ\"'‘“„]")
-_SENT_END = re.compile(r"[.!?]$")
-_REJECT = re.compile(r"[/()\[\]{}<>…;~]|\.\.\.")
-_WORD = re.compile(r"^[a-zäöüß]+(?:[-'][a-zäöüß]+)*$", re.IGNORECASE)
-_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|[^\sa-z0-9]")
-_POS_TAGS = {
-    "{m}": "m",
-    "{f}": "f",
-    "{n}": "n",
-    "{pl}": "pl",
-    "{adj}": "adj",
-    "{adv}": "adv",
-    "{v}": "verb",
-    "{vt}": "verb",
-    "{vi}": "verb",
-    "{vr}": "verb",
-}
-
-
-#: past forms of irregular English verbs ("went" -> "go"), filled from the Ding verb entries
-IRREGULAR_FORMS: dict[str, str] = {}
-
-
-def _first_sentence(part: str) -> str:
-    """'A.; B.' (alternative renderings) -> 'A.'"""
-    return re.split(r"(?<=[.!?]);\s+", part.strip())[0]
-
-
-def _is_sentence(text: str) -> bool:
-    return bool(_SENT_START.match(text) and _SENT_END.search(text) and not _REJECT.search(text))
-
-
-def normalize_en(text: str) -> str:
-    return text.replace("’", "'").replace("‘", "'").replace("“", '"').replace("”", '"')
-
-
-@dataclass(frozen=True)
-class LexEntry:
-    german: str
-    #: m | f | n | pl | adj | adv | verb
-    tag: str
-    rank: tuple[int, int, int]
-
-
-def read_ding(path: Path = DING_PATH) -> tuple[list[tuple[str, str]], dict[str, LexEntry]]:
-    """(German, English) example sentence pairs and a single-word English -> German lexicon."""
-    pairs: dict[tuple[str, str], None] = {}
-    lexicon: dict[str, LexEntry] = {}
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines):
-            if line.startswith("#") or " :: " not in line:
-                continue
-            german, english = line.rstrip("\n").split(" :: ", 1)
-            de_parts, en_parts = german.split(" | "), english.split(" | ")
-            if len(de_parts) != len(en_parts):
-                continue
-            for part_index, (de, en) in enumerate(zip(de_parts, en_parts)):
-                de, en = _first_sentence(de), _first_sentence(en)
-                if _is_sentence(de) and _is_sentence(en):
-                    pairs[(de, normalize_en(en))] = None
-                    continue
-                _add_lexicon(lexicon, de, en, (part_index, 0, number))
-    return list(pairs), lexicon
-
-
-def _add_lexicon(lexicon: dict[str, LexEntry], de: str, en: str, rank: tuple[int, int, int]) -> None:
-    de_alts = [a.strip() for a in de.split(";")]
-    irregular = re.match(r"^to ([a-z]+) \{([a-z]+); ([a-z]+)\}", en)
-    if irregular:
-        for form in irregular.groups()[1:]:
-            IRREGULAR_FORMS.setdefault(form, irregular.group(1))
-    en_alts = [a.strip() for a in _ANNOTATION.sub("", en).split(";")]
-    for de_index, de_alt in enumerate(de_alts):
-        tags = re.findall(r"\{[^}]*\}", de_alt)
-        tag = _POS_TAGS.get(tags[0]) if tags else None
-        word = _ANNOTATION.sub("", de_alt).strip()
-        if tag is None or not _WORD.match(word):
-            continue
-        for en_index, en_alt in enumerate(en_alts):
-            en_word = _ANNOTATION.sub("", normalize_en(en_alt)).strip()
-            if tag == "verb":
-                if not en_word.startswith("to "):
-                    continue
-                en_word = en_word[3:]
-            if not _WORD.match(en_word) or en_word != en_word.lower() and tag != "m":
-                continue
-            entry = LexEntry(word.lower(), tag, (rank[0] + de_index + en_index, en_index, rank[2]))
-            key = en_word.lower()
-            if key not in lexicon or entry.rank < lexicon[key].rank:
-                lexicon[key] = entry
 
 
 def split_test(items: Sequence[tuple[str, str]], test_size: int) -> tuple[list, list]:
@@ -147,294 +59,9 @@ def split_test(items: Sequence[tuple[str, str]], test_size: int) -> tuple[list, 
     return ordered[test_size:], ordered[:test_size]
 
 
-def tokenize_en(text: str) -> list[str]:
-    return _TOKEN.findall(normalize_en(text).lower())
-
-
-def detok(tokens: Iterable[str]) -> str:
-    return re.sub(r" ([.,!?;:])", r"\1", " ".join(tokens))
-
-
-# ---------------------------------------------------------------------------------------------
-# the mini pseudo-language
-
-ARTICLES = {"the": {"m": "der", "f": "die", "n": "das", "pl": "die"},
-            "a": {"m": "ein", "f": "eine", "n": "ein", "pl": "einige"}}
-ARTICLES["an"] = ARTICLES["a"]
-#: agreement suffix of non-article determiners and attributive adjectives, by the noun's gender
-AGREE = {"m": "er", "f": "e", "n": "es", "pl": "en"}
-DETERMINERS = {
-    "this": "dies", "that": "jen", "these": "dies", "those": "jen", "my": "mein", "your": "dein",
-    "his": "sein", "her": "ihr", "its": "sein", "our": "unser", "their": "ihr", "some": "manch",
-    "any": "irgendein", "no": "kein", "every": "jed", "each": "jed", "another": "ander",
-    "which": "welch", "what": "welch", "all": "all",
-}
-PRONOUNS = {
-    "i": "ich", "you": "du", "he": "er", "she": "sie", "it": "es", "we": "wir", "they": "sie",
-    "me": "mich", "him": "ihn", "us": "uns", "them": "sie", "myself": "mich", "there": "da",
-    "himself": "sich", "herself": "sich", "itself": "sich", "yourself": "dich",
-    "themselves": "sich", "who": "wer", "something": "etwas", "nothing": "nichts",
-    "everything": "alles", "anything": "irgendwas", "someone": "jemand", "everyone": "jeder",
-}
-SUBORDINATORS = {
-    "because": "weil", "if": "wenn", "when": "als", "although": "obwohl", "while": "während",
-    "before": "bevor", "after": "nachdem", "since": "seit", "until": "bis", "unless": "außer",
-    "whether": "ob", "though": "obgleich", "that": "dass",
-}
-AUXILIARIES = {
-    "am": "bin", "is": "ist", "are": "sind", "was": "war", "were": "waren", "be": "sein",
-    "been": "gewesen", "being": "seiend", "have": "haben", "has": "hat", "had": "hatte",
-    "do": "tun", "does": "tut", "did": "tat", "can": "kann", "could": "könnte", "will": "wird",
-    "would": "würde", "shall": "soll", "should": "sollte", "may": "mag", "might": "möchte",
-    "must": "muss", "not": "nicht",
-}
-FUNCTION_WORDS = {
-    "and": "und", "but": "aber", "or": "oder", "to": "zu", "of": "von", "in": "in", "on": "auf",
-    "at": "an", "for": "für", "with": "mit", "from": "aus", "by": "durch", "about": "über",
-    "as": "wie", "than": "als", "so": "so", "very": "sehr", "too": "zu", "up": "hoch",
-    "out": "aus", "into": "hinein", "over": "über", "off": "ab", "down": "runter", "how": "wie",
-    "why": "warum", "where": "wo", "here": "hier", "now": "jetzt", "then": "dann", "just": "nur",
-    "only": "nur", "also": "auch", "still": "noch", "yet": "schon", "again": "wieder",
-    "always": "immer", "never": "nie", "ever": "je", "like": "wie", "more": "mehr",
-    "most": "meist", "much": "viel", "many": "viele", "well": "gut", "even": "sogar",
-}
-#: the hand-written function-word table (articles in their neuter form)
-CLOSED_CLASS = {**FUNCTION_WORDS, **SUBORDINATORS, **AUXILIARIES, **DETERMINERS, **PRONOUNS,
-                **{article: forms["n"] for article, forms in ARTICLES.items()}}
-CONTRACTIONS = {"n't": ["not"], "'m": ["am"], "'re": ["are"], "'ll": ["will"], "'ve": ["have"],
-                "'d": ["would"], "'s": ["is"]}
-IRREGULAR_NEG = {"can't": ["can", "not"], "won't": ["will", "not"], "cannot": ["can", "not"],
-                 "shan't": ["shall", "not"], "let's": ["let", "us"]}
-CLAUSE_END = {",", ".", "!", "?", ";", ":", "and", "but", "or"}
-PREPOSITIONS = {"to", "of", "in", "on", "at", "for", "with", "from", "by", "about", "into", "over",
-                "without", "against", "during", "upon", "towards", "through", "under", "after"}
-#: (class, target form, index of the English token)
-Unit = tuple[str, str, int]
-_SUFFIXES = (("ies", "y", "s"), ("es", "", "s"), ("s", "", "s"), ("ied", "y", "ed"),
-             ("ed", "e", "ed"), ("ed", "", "ed"), ("ing", "e", "ing"), ("ing", "", "ing"))
-#: verb endings of inflected English forms whose stem is in the lexicon (plural nouns take "en")
-_INFLECT = {"s": "t", "ed": "te", "ing": "end"}
-
-
-def _made_up_word(word: str) -> str:
-    digest = hashlib.sha1(word.encode()).digest()
-    consonants, vowels = "bdfgklmnprstvz", "aeiou"
-    syllables = 2 + digest[0] % 2
-    return "".join(consonants[digest[1 + 2 * i] % 14] + vowels[digest[2 + 2 * i] % 5]
-                   for i in range(syllables)) + consonants[digest[9] % 14]
-
-
-@dataclass(frozen=True)
-class Word:
-    """One English word of the mini vocabulary: its class, its target form, a noun's gender."""
-
-    pos: str  # det | art | pron | sub | aux | verb | noun | adj | adv | func | punct | other
-    target: str
-    gender: str = "n"
-
-
-class PseudoLanguage:
-    """The fixed rules that turn an English sentence into the mini task's target sentence."""
-
-    def __init__(self, lexicon: dict[str, LexEntry]) -> None:
-        self.lexicon = lexicon
-        self._cache: dict[str, Word] = {}
-
-    def word(self, token: str) -> Word:
-        if token not in self._cache:
-            self._cache[token] = self._classify(token)
-        return self._cache[token]
-
-    def _classify(self, token: str) -> Word:
-        for table, pos in ((ARTICLES, "art"), (DETERMINERS, "det"), (PRONOUNS, "pron"),
-                           (AUXILIARIES, "aux"), (FUNCTION_WORDS, "func")):
-            if token in table:
-                return Word(pos, token if pos == "art" else table[token])  # type: ignore[arg-type]
-        if token in SUBORDINATORS:
-            return Word("sub", SUBORDINATORS[token])
-        if not token[0].isalpha():
-            return Word("punct" if not token[0].isdigit() else "other", token)
-        entry = self.lexicon.get(token)
-        if entry is not None:
-            return self._from_entry(entry)
-        lemma = IRREGULAR_FORMS.get(token)
-        if lemma in self.lexicon:
-            return Word("verb", self.lexicon[lemma].german + "te")
-        for ending, replacement, kind in _SUFFIXES:
-            stem = token[: -len(ending)] + replacement
-            if token.endswith(ending) and len(stem) > 2 and stem in self.lexicon:
-                base = self._from_entry(self.lexicon[stem])
-                if kind == "s" and base.pos == "noun":
-                    return Word("noun", base.target + "en", "pl")
-                return Word("verb", base.target + _INFLECT[kind])
-        return Word("other", _made_up_word(token))
-
-    @staticmethod
-    def _from_entry(entry: LexEntry) -> Word:
-        if entry.tag in AGREE:
-            return Word("noun", entry.german, entry.tag)
-        return Word(entry.tag, entry.german)
-
-    @staticmethod
-    def expand(tokens: Sequence[str]) -> list[str]:
-        """Undo English contractions: "isn't" -> is not, "I'm" -> i am, "can't" -> can not."""
-        out: list[str] = []
-        for token in tokens:
-            if token in IRREGULAR_NEG:
-                out.extend(IRREGULAR_NEG[token])
-                continue
-            for ending, expansion in CONTRACTIONS.items():
-                if token.endswith(ending) and len(token) > len(ending):
-                    out.extend([token[: -len(ending)], *expansion])
-                    break
-            else:
-                out.append(token)
-        return out
-
-    def translate(self, sentence: str) -> str:
-        return detok(self.translate_tokens(self.expand(tokenize_en(sentence))))
-
-    def translate_tokens(self, tokens: Sequence[str]) -> list[str]:
-        return [form for _, form, _ in self.aligned(tokens)]
-
-    def aligned(self, tokens: Sequence[str]) -> list[Unit]:
-        """(class, target form, index of the English token) in target order."""
-        chunks = self._chunks(tokens)
-        chunks = self._postpositions(chunks)
-        out: list[Unit] = []
-        for clause, subordinate in self._clauses(chunks):
-            out.extend(self._verb_final(clause, subordinate))
-        return out
-
-    def _chunks(self, tokens: Sequence[str]) -> list[tuple[str, list[Unit]]]:
-        """Noun phrases (rendered: agreement, adjectives after the noun), verb groups, the rest."""
-        words = [self.word(t) for t in tokens]
-        chunks: list[tuple[str, list[Unit]]] = []
-        i = 0
-        while i < len(tokens):
-            word = words[i]
-            that_det = tokens[i] == "that" and self._starts_np(words, i + 1)
-            if tokens[i] == "that" and not that_det:
-                # "that" before a clause, not a noun phrase, opens a subordinate clause ("dass")
-                word = Word("sub", SUBORDINATORS["that"])
-            if word.pos in ("art", "det", "adj") or that_det:
-                end, head = self._noun_phrase(words, i)
-                if head is not None:
-                    chunks.append(("np", self._render_np(tokens, words, i, end, head)))
-                    i = end
-                    continue
-            if word.pos == "noun":
-                end, head = self._noun_phrase(words, i)
-                chunks.append(("np", self._render_np(tokens, words, i, end, head)))
-                i = end
-                continue
-            if word.pos in ("aux", "verb") or (tokens[i] == "not" and chunks
-                                                and chunks[-1][0] == "verb"):
-                if chunks and chunks[-1][0] == "verb":
-                    chunks[-1][1].append((word.pos, word.target, i))
-                else:
-                    chunks.append(("verb", [(word.pos, word.target, i)]))
-                i += 1
-                continue
-            if word.pos == "art":
-                unit = ("art", ARTICLES[tokens[i]]["n"], i)
-            elif word.pos == "det" or that_det:
-                unit = ("det", DETERMINERS[tokens[i]], i)
-            else:
-                unit = (word.pos, word.target, i)
-            kind = {"pron": "np", "sub": "sub", "punct": "end"}.get(word.pos, "other")
-            if tokens[i] in PREPOSITIONS:
-                kind = "prep"
-            elif tokens[i] in CLAUSE_END:
-                kind = "end"
-            chunks.append((kind, [unit]))
-            i += 1
-        return chunks
-
-    @staticmethod
-    def _starts_np(words: Sequence[Word], i: int) -> bool:
-        return i < len(words) and words[i].pos in ("adj", "noun", "adv")
-
-    @staticmethod
-    def _noun_phrase(words: Sequence[Word], start: int) -> tuple[int, int | None]:
-        """(end, index of the head noun) of [det] (adv|adj)* noun+ starting at `start`."""
-        i = start + 1 if words[start].pos not in ("adj", "noun") else start
-        while i < len(words) and words[i].pos in ("adv", "adj"):
-            i += 1
-        if i >= len(words) or words[i].pos != "noun":
-            return start, None
-        while i + 1 < len(words) and words[i + 1].pos == "noun":
-            i += 1
-        return i + 1, i
-
-    @staticmethod
-    def _render_np(tokens, words, start, end, head) -> list[Unit]:
-        gender = words[head].gender
-        out: list[Unit] = []
-        first = start
-        if words[start].pos == "art":
-            out.append(("art", ARTICLES[tokens[start]][gender], start))
-            first += 1
-        elif words[start].pos in ("det", "sub"):
-            out.append(("det", DETERMINERS[tokens[start]] + AGREE[gender], start))
-            first += 1
-        span = list(enumerate(words[first:end], first))
-        nouns = [(w.pos, w.target, j) for j, w in span if w.pos == "noun"]
-        modifiers = [(w.pos, w.target + AGREE[gender] if w.pos == "adj" else w.target, j)
-                     for j, w in span if w.pos != "noun"]
-        return out + nouns + modifiers
-
-    @staticmethod
-    def _postpositions(chunks: list[tuple[str, list[Unit]]]) -> list[tuple[str, list[Unit]]]:
-        """A preposition follows its noun phrase: "in the house" -> "das haus in"."""
-        out = list(chunks)
-        i = 0
-        while i + 1 < len(out):
-            if out[i][0] == "prep" and out[i + 1][0] == "np":
-                out[i], out[i + 1] = out[i + 1], ("np", out[i][1])
-                i += 2
-            else:
-                i += 1
-        return out
-
-    @staticmethod
-    def _clauses(chunks):
-        """Split at punctuation and conjunctions; a clause opened by a subordinator is marked."""
-        clause: list[tuple[str, list[Unit]]] = []
-        subordinate = False
-        for kind, units in chunks:
-            if kind in ("end", "sub"):
-                if clause:
-                    yield clause, subordinate
-                clause = []
-                if kind == "end":
-                    yield [(kind, units)], False
-                    subordinate = False
-                    continue
-                subordinate = True
-            clause.append((kind, units))
-        if clause:
-            yield clause, subordinate
-
-    @staticmethod
-    def _verb_final(clause, subordinate: bool) -> list[Unit]:
-        """The clause's first verb group moves to its end (subject-object-verb order); in a
-        subordinate clause its first (finite) verb also goes last within the group."""
-        verbs = [j for j, (kind, _) in enumerate(clause) if kind == "verb"]
-        if verbs:
-            group = list(clause[verbs[0]][1])
-            if subordinate and len(group) > 1:
-                group = group[1:] + group[:1]
-            rest = clause[: verbs[0]] + clause[verbs[0] + 1 :]
-            clause = rest + [("verb", group)]
-        return [unit for _, units in clause for unit in units]
-# ---------------------------------------------------------------------------------------------
-# baselines and setup
-
-
 def bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     """SacreBLEU (13a tokenization, exp smoothing) of detokenized hypotheses, 0-100: the metric of
-    the baselines here and of the models (`t4bench.translation.corpus_bleu`)."""
+    the baselines here and of the models (`t4bench.benchmarks.seq2seq`)."""
     import sacrebleu
 
     return float(sacrebleu.corpus_bleu(list(hypotheses), [list(references)]).score)
@@ -496,7 +123,7 @@ def train_sentencepiece(directory: Path, sentences: Iterable[str], vocab_size: i
 
 
 def _version_key(kind: str) -> str:
-    stat = DING_PATH.stat()
+    stat = ding.DING_PATH.stat()
     return f"{VERSION}:{kind}:{stat.st_size}:{SPM_VOCAB[kind]}:{MINI_VOCAB}:{TEST_SIZE[kind]}"
 
 
@@ -513,8 +140,13 @@ def _finish(directory: Path, kind: str, train, test, baselines: dict[str, float]
     _write(directory, "test.src", (s for s, _ in test))
     _write(directory, "test.tgt", (t for _, t in test))
     train_sentencepiece(directory, [s for s, _ in train] + [t for _, t in train], SPM_VOCAB[kind])
-    manifest = {"version": _version_key(kind), "train": len(train), "test": len(test),
-                "baselines_bleu": baselines, **extra}
+    manifest = {
+        "version": _version_key(kind),
+        "train": len(train),
+        "test": len(test),
+        "baselines_bleu": baselines,
+        **extra,
+    }
     (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
 
 
@@ -568,22 +200,21 @@ def prepare(data_root: Path) -> None:
     ding_dir, mini_dir = root / "ding", root / "mini"
     if _is_current(ding_dir, "ding") and _is_current(mini_dir, "mini"):
         return
-    if not DING_PATH.exists():
+    if not ding.DING_PATH.exists():
         raise DatasetMissingError(
-            f"{DING_PATH} not found: install the Debian package trans-de-en "
+            f"{ding.DING_PATH} not found: install the Debian package trans-de-en "
             "(apt-get install trans-de-en) or set T4BENCH_DING_PATH to the Ding de-en file"
         )
-    de_en, lexicon = read_ding(DING_PATH)
+    de_en, lexicon = read_ding(ding.DING_PATH)
     en_de = [(en, de) for de, en in de_en if len(en.split()) <= MAX_EN_WORDS]
     if not _is_current(ding_dir, "ding"):
         ding_dir.mkdir(parents=True, exist_ok=True)
         train, test = split_test(en_de, TEST_SIZE["ding"])
         baselines = {
             "copy": bleu([s for s, _ in test], [t for _, t in test]),
-            "word_by_word": bleu([word_by_word_ding(s, lexicon) for s, _ in test],
-                                 [t for _, t in test]),
+            "word_by_word": bleu([word_by_word_ding(s, lexicon) for s, _ in test], [t for _, t in test]),
         }
-        _finish(ding_dir, "ding", train, test, baselines, {"source": str(DING_PATH)})
+        _finish(ding_dir, "ding", train, test, baselines, {"source": str(ding.DING_PATH)})
     if not _is_current(mini_dir, "mini"):
         mini_dir.mkdir(parents=True, exist_ok=True)
         pairs, vocab = mini_pairs(sorted({en for en, _ in en_de}), lexicon)
@@ -592,11 +223,9 @@ def prepare(data_root: Path) -> None:
         table = word_by_word_table(train, lang)
         baselines = {
             "copy": bleu([s for s, _ in test], [t for _, t in test]),
-            "word_by_word": bleu([_word_by_word_mini(s, table, lang) for s, _ in test],
-                                 [t for _, t in test]),
+            "word_by_word": bleu([_word_by_word_mini(s, table, lang) for s, _ in test], [t for _, t in test]),
         }
-        _finish(mini_dir, "mini", train, test, baselines,
-                {"source": str(DING_PATH), "english_vocab": len(vocab)})
+        _finish(mini_dir, "mini", train, test, baselines, {"source": str(ding.DING_PATH), "english_vocab": len(vocab)})
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -1,0 +1,175 @@
+"""What GNMT and Transformer share as benchmarks: the data layout, SacreBLEU evaluation by greedy
+decoding, synthetic batches, and the benchmark class that ties the parts
+(`t4bench.benchmarks.seq2seq_parts`) to the loop; subclasses build the model.
+
+Data layout (written by `t4bench.data.translation.prepare` for mini and Ding; the same layout for
+the reference WMT sets): a directory with `train.src`, `train.tgt`, `test.src`, `test.tgt` (plain
+text, one sentence a line) and a sentencepiece model, by default `spm.model` in that directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from t4bench.benchmark import Benchmark
+from t4bench.benchmarks.seq2seq_parts import (
+    PAD,
+    UNK,
+    Tokenizer,
+    TranslationBatch,
+    bucketed_batches,
+    collate,
+    greedy_decode,
+    label_smoothed_loss,
+)
+from t4bench.context import chunked
+from t4bench.data.translation import bleu as corpus_bleu
+from t4bench.errors import DatasetMissingError
+
+#: the environment variable that conf/model_scale/<model>_reference.yaml reads the WMT directory from
+REFERENCE_ENV = {"gnmt": "T4BENCH_WMT16_DIR", "transformer": "T4BENCH_WMT17_DIR"}
+
+
+class _BatchList(Dataset[TranslationBatch]):
+    """The epoch's pre-built batches as dataset items, so `ctx.make_loader` shards whole batches."""
+
+    def __init__(self, pairs, batches: list[list[int]]) -> None:
+        self.pairs, self.batches = pairs, batches
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, index: int) -> TranslationBatch:
+        return collate([self.pairs[i] for i in self.batches[index]])
+
+
+def _first(items: list[TranslationBatch]) -> TranslationBatch:
+    return items[0]
+
+
+def _data_files(data: Mapping[str, Any]) -> dict[str, Path]:
+    """train.src, train.tgt, test.src, test.tgt and spm: `data.<split>_<side>` / `data.spm_model`
+    where set, else <data.path>/<split>.<side> and <data.path>/spm.model."""
+    directory = Path(str(data["path"]))
+    files = {
+        f"{split}.{side}": Path(str(data.get(f"{split}_{side}") or directory / f"{split}.{side}"))
+        for split in ("train", "test")
+        for side in ("src", "tgt")
+    }
+    files["spm"] = Path(str(data.get("spm_model") or directory / "spm.model"))
+    return files
+
+
+def _read_lines(path: Path, limit: int | None = None) -> list[str]:
+    with path.open(encoding="utf-8") as handle:
+        lines = [line.rstrip("\n") for line in handle]
+    return lines[:limit] if limit else lines
+
+
+class TranslationBenchmark(Benchmark):
+    """The data, loss, decoding and BLEU side of GNMT and Transformer; subclasses build the model.
+
+    cfg.model.data: path (directory of the layout above), spm_model (optional), max_len (train
+    pairs longer than this many subword tokens on either side are dropped), eval_max_sentences
+    (optional cap on the test set), synthetic_src_len / synthetic_tgt_len (reference shapes).
+    cfg.model.arch.vocab_size is used only without a tokenizer (synthetic mode).
+    """
+
+    throughput_unit: ClassVar[str] = "tokens/s"
+
+    def __init__(self, cfg, ctx) -> None:
+        super().__init__(cfg, ctx)
+        self.model_cfg = cfg.model
+        data = cfg.model.data
+        self.tokenizer: Tokenizer | None = None
+        self.train_pairs: list[tuple[list[int], list[int]]] = []
+        if self.synthetic:
+            self.vocab_size = int(cfg.model.arch.vocab_size)
+            return
+        files = _data_files(data)
+        self.tokenizer = Tokenizer(files["spm"])
+        self.vocab_size = self.tokenizer.vocab_size
+        max_len = int(data.max_len)
+        src = self.tokenizer.encode(_read_lines(files["train.src"]))
+        tgt = self.tokenizer.encode(_read_lines(files["train.tgt"]))
+        if len(src) != len(tgt):
+            raise DatasetMissingError(
+                f"{files['train.src']} has {len(src)} lines but {files['train.tgt']} has {len(tgt)}: "
+                "parallel files must hold one sentence pair per line"
+            )
+        self.train_pairs = [
+            (s, t) for s, t in zip(src, tgt, strict=True) if 0 < len(s) <= max_len and len(t) <= max_len
+        ]
+        self._lengths = [max(len(s), len(t)) for s, t in self.train_pairs]
+        limit = data.get("eval_max_sentences")
+        self.test_src = _read_lines(files["test.src"], limit)
+        self.test_ref = _read_lines(files["test.tgt"], limit)
+        self._test_ids = self.tokenizer.encode(self.test_src)
+
+    @classmethod
+    def check_inputs(cls, cfg) -> None:
+        missing = [str(path) for path in _data_files(cfg.model.data).values() if not path.is_file()]
+        if missing:
+            scale = str(cfg.get("scale", {}).get("name", "?"))
+            hint = (
+                f"set the directory with {REFERENCE_ENV.get(cfg.model.name, 'model.data.path')} or model.data.path"
+                if scale == "reference"
+                else "write it with `python -m t4bench.data.prepare translation`"
+            )
+            raise DatasetMissingError(
+                f"{cfg.model.name} {scale} needs {cfg.model.data.dataset}: expected {', '.join(missing)} ({hint})"
+            )
+
+    def dataset_train_size(self) -> int:
+        return len(self.train_pairs)
+
+    def train_batches(self, epoch: int) -> DataLoader[TranslationBatch]:
+        # the same batches on every rank (seed and epoch only); the loader shards them
+        generator = torch.Generator().manual_seed(self.ctx.seed * 100_003 + epoch)
+        batches = bucketed_batches(self._lengths, int(self.model_cfg.batch_size), generator)
+        dataset = _BatchList(self.train_pairs, batches)
+        return self.ctx.make_loader(dataset, 1, epoch=epoch, shuffle=True, collate_fn=_first)
+
+    def loss(self, model: nn.Module, batch: TranslationBatch) -> tuple[torch.Tensor, int]:
+        logits = model(batch.src, batch.src_len, batch.tgt_in)
+        loss = label_smoothed_loss(logits, batch.tgt_out, float(self.model_cfg.arch.label_smoothing))
+        return loss, int((batch.tgt_out != PAD).sum())
+
+    def translate(self, model: nn.Module, sentences_ids: Sequence[Sequence[int]]) -> list[str]:
+        assert self.tokenizer is not None
+        device = next(model.parameters()).device
+        size = int(self.model_cfg.eval_batch_size)
+        order = sorted(range(len(sentences_ids)), key=lambda i: len(sentences_ids[i]))
+        out: dict[int, list[int]] = {}
+        for rows in chunked(order, size):
+            batch = collate([(sentences_ids[i] or [UNK], []) for i in rows])
+            src, src_len = batch.src.to(device), batch.src_len.to(device)
+            max_len = int(src_len.max() * 3 // 2) + 5
+            out.update(zip(rows, greedy_decode(model, src, src_len, max_len), strict=True))
+        return self.tokenizer.decode([out[i] for i in range(len(sentences_ids))])
+
+    def evaluate(self, model: nn.Module) -> Mapping[str, float]:
+        # eval mode, no_grad and autocast come from the loop's Trainer.evaluate
+        hypotheses = self.translate(model, self._test_ids)
+        return {"bleu": corpus_bleu(hypotheses, self.test_ref)}
+
+    def synthetic_batch(self) -> TranslationBatch:
+        data = self.model_cfg.data
+        generator = torch.Generator().manual_seed(self.ctx.rank_seed(1))
+        batch, src_len, tgt_len = (
+            int(self.model_cfg.batch_size),
+            int(data.synthetic_src_len),
+            int(data.synthetic_tgt_len),
+        )
+        src = torch.randint(4, self.vocab_size, (batch, src_len), generator=generator)
+        tgt = torch.randint(4, self.vocab_size, (batch, tgt_len + 1), generator=generator)
+        # on the device already, as the loop's and a bare loop's steps both expect it
+        return self.ctx.to_device(
+            TranslationBatch(src, torch.full((batch,), src_len, dtype=torch.long), tgt[:, :-1], tgt[:, 1:])
+        )
