@@ -10,10 +10,11 @@
 - `mini/`: the CPU-minutes task. The *source* side is the real English sentences of those pairs,
   restricted to sentences whose words all lie in a frequent vocabulary. The *target* side is a
   pseudo-language generated from the English by the fixed rules of
-  `t4bench.data.pseudo_language.PseudoLanguage` (a deterministic function of the English sentence; see docs/translation.md): a lexical mapping
-  (the Ding dictionary's German word where it has a single-word entry, else a made-up word),
-  determiners and adjectives that agree with the grammatical gender of their noun, adjectives after
-  the noun, and the finite verb moved to the end of subordinate clauses.
+  `t4bench.data.pseudo_language.PseudoLanguage` (a deterministic function of the English sentence;
+  see docs/translation.md): a lexical mapping (the Ding dictionary's German word where it has a
+  single-word entry, else a made-up word), determiners and adjectives that agree with the
+  grammatical gender of their noun, adjectives after the noun, and the finite verb moved to the end
+  of subordinate clauses.
 
 Each directory holds `train.src`, `train.tgt`, `test.src`, `test.tgt` (one sentence a line),
 `spm.model` and `manifest.json` (counts, baselines, a version key). Setup is idempotent: a
