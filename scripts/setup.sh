@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install t4bench and everything its runs and tests need on a fresh Debian machine, then write the
 # mini datasets under ./data (or $T4BENCH_DATA_DIR). Idempotent: re-running skips what is done.
-#   scripts/setup.sh          run-time install + datasets
-#   scripts/setup.sh --all    also the test tools, the PostgreSQL server and the Horovod build
+#   scripts/setup.sh          run-time install (PyTorch only) + datasets
+#   scripts/setup.sh --all    also the test tools (ruff, mypy, pytest), the TensorFlow backend, the
+#                             PostgreSQL server and the Horovod build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,8 +22,11 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
 fi
 
+# pyproject.toml extras: test (CI tools, psycopg2 for the PostgreSQL tests), tensorflow (Keras ResNet-50)
+extras=""
+$all && extras="[test,tensorflow]"
 # compat mode puts src/ on sys.path, which Hydra's plugin discovery (hydra_plugins.*) needs
-python -m pip install -q --disable-pip-version-check -e ".[test]" --config-settings editable_mode=compat
+python -m pip install -q --disable-pip-version-check -e ".$extras" --config-settings editable_mode=compat
 
 python -m t4bench.data.prepare
 
