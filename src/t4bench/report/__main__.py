@@ -1,0 +1,179 @@
+"""`python -m t4bench.report`: the study's tables and figures from an MLflow tracking store.
+
+    python -m t4bench.report --out report/ [--model ncf] [--sweep-id ID] [--tag t4bench.hw=t4]
+        [--since 2026-12-01] [--until ...] [--baseline t4] [--price t4=0.35 --price v100-sxm2=2.48]
+        [--optuna-storage multirun/sweeps/ncf_robust/optuna.journal --study ncf_robust]
+    python -m t4bench.report export --out results/ ...   (MLPerf submission-style folder)
+
+Writes report.md, report.html and PNG figures into --out, and logs the folder as the artifacts of
+a run in the `t4bench-reports` experiment (--no-log to skip). Bad input or no matching runs: one
+line `t4bench: error: ...` and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+from t4bench.report.errors import ReportError
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
+
+    from t4bench.report.query import RunFilter
+
+PROG = "python -m t4bench.report"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, as every t4bench command
+        print(f"t4bench: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(2)
+
+
+def default_tracking_uri() -> str:
+    """As `python -m t4bench` (conf/config.yaml): MLFLOW_TRACKING_URI, else ./mlflow.db."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def _filter_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI or sqlite:///./mlflow.db")
+    parser.add_argument(
+        "--experiment",
+        action="append",
+        default=[],
+        help="experiment name (repeatable); default: every t4bench-* experiment",
+    )
+    parser.add_argument("--model", action="append", default=[], help="t4bench.model tag (repeatable)")
+    parser.add_argument("--sweep-id", help="t4bench.sweep_id tag; %% is a wildcard (e.g. ncf_robust-validate-%%)")
+    parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="run tag (repeatable)")
+    parser.add_argument("--since", help="runs started at or after this date/time (ISO, UTC)")
+    parser.add_argument("--until", help="runs started at or before this date/time (ISO, UTC)")
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _filter_args(parser)
+    parser.add_argument("--out", type=Path, default=Path("report"), help="output folder (default: report/)")
+    parser.add_argument("--baseline", default="t4", help="hw the speed-up table compares against (default: t4)")
+    parser.add_argument(
+        "--price",
+        action="append",
+        default=[],
+        metavar="HW=USD",
+        help="price per GPU-hour for a hw (repeatable); overrides the runs' hw.price_per_gpu_hour",
+    )
+    parser.add_argument("--optuna-storage", help="Optuna storage of a sweep (journal file or SQL URL)")
+    parser.add_argument("--study", help="study name in --optuna-storage (needed when it holds several)")
+    parser.add_argument("--no-log", action="store_true", help="do not log the report as an MLflow run")
+    return parser
+
+
+def export_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=f"{PROG} export",
+        description="Lay runs' MLPerf logs out as "
+        "results/<system>/<benchmark>/result_N.txt (the layout mlperf_logging's package checker "
+        "and result summarizer read).",
+    )
+    _filter_args(parser)
+    parser.add_argument("--out", type=Path, default=Path("results"), help="output folder (default: results/)")
+    return parser
+
+
+def parse_prices(items: Sequence[str]) -> dict[str, float]:
+    prices = {}
+    for item in items:
+        hw, sep, value = item.partition("=")
+        try:
+            prices[hw] = float(value)
+        except ValueError:
+            raise ReportError(f"--price {item!r}: expected HW=USD_PER_GPU_HOUR, e.g. t4=0.35") from None
+        if not sep or not hw or prices[hw] < 0:
+            raise ReportError(f"--price {item!r}: expected HW=USD_PER_GPU_HOUR, e.g. t4=0.35")
+    return prices
+
+
+def _client(uri: str) -> MlflowClient:
+    from mlflow.tracking import MlflowClient
+
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
+        # MLflow would create an empty store here: say there is none instead
+        raise ReportError(f"no tracking store at {uri} (set --tracking-uri or MLFLOW_TRACKING_URI)")
+    return MlflowClient(uri)
+
+
+def _run_filter(args: argparse.Namespace) -> RunFilter:
+    from t4bench.report.query import RunFilter, parse_date, parse_tag
+
+    return RunFilter(
+        experiments=args.experiment,
+        models=args.model,
+        sweep_id=args.sweep_id,
+        tags=dict(parse_tag(t) for t in args.tag),
+        since=parse_date(args.since) if args.since else None,
+        until=parse_date(args.until) if args.until else None,
+    )
+
+
+def report(argv: Sequence[str]) -> int:
+    args = make_parser().parse_args(argv)
+    from t4bench.report import document, query
+    from t4bench.report.build import Options, build
+    from t4bench.report.publish import log_report
+
+    uri = args.tracking_uri or default_tracking_uri()
+    flt = _run_filter(args)
+    opts = Options(
+        baseline=args.baseline, prices=parse_prices(args.price), optuna_storage=args.optuna_storage, study=args.study
+    )
+    client = _client(uri)
+    selection = query.select(client, flt)
+    args.out.mkdir(parents=True, exist_ok=True)
+    doc, notes = build(selection, flt, opts, args.out, uri)
+    md, page = document.write(doc, args.out)
+    for note in notes:
+        print(f"t4bench report: note: {note}", file=sys.stderr)
+    print(f"{md}\n{page}\n{len(list(args.out.glob('*.png')))} figures, {len(selection.runs)} runs")
+    if not args.no_log:
+        run_id = log_report(
+            client,
+            args.out,
+            {"t4bench.report.filter": flt.describe()[:5000]},
+            {"argv": " ".join(argv), "tracking_uri": uri},
+        )
+        print(f"logged as MLflow run {run_id} (experiment t4bench-reports)")
+    return 0
+
+
+def export(argv: Sequence[str]) -> int:
+    args = export_parser().parse_args(argv)
+    from t4bench.report import query
+    from t4bench.report.export import export_results
+
+    client = _client(args.tracking_uri or default_tracking_uri())
+    flt = _run_filter(args)
+    selection = query.select(client, flt)
+    written = export_results(client, selection.runs, args.out)
+    for line in written:
+        print(line)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv[:1] == ["export"]:
+            return export(argv[1:])
+        return report(argv)
+    except ReportError as err:
+        print(f"t4bench: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""Log a report folder as the artifacts of a "report" MLflow run, so the tables and figures sit
+in the same store (and UI) as the runs they summarise. The run is never left RUNNING."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+from t4bench.report.query import REPORT_TAG
+
+REPORT_EXPERIMENT = "t4bench-reports"
+
+
+def log_report(client: MlflowClient, out: Path, tags: Mapping[str, str], params: Mapping[str, str]) -> str:
+    """The report run's id; its artifacts are the folder's files under `report/`."""
+    exp = client.get_experiment_by_name(REPORT_EXPERIMENT)
+    exp_id = exp.experiment_id if exp is not None else client.create_experiment(REPORT_EXPERIMENT)
+    run = client.create_run(exp_id, run_name=f"report-{out.resolve().name}", tags={REPORT_TAG: "1", **tags})
+    status = "FAILED"
+    try:
+        for key, value in params.items():
+            client.log_param(run.info.run_id, key, value[:6000])
+        client.log_artifacts(run.info.run_id, str(out), "report")
+        status = "FINISHED"
+    finally:
+        client.set_terminated(run.info.run_id, status=status)
+    return run.info.run_id
