@@ -51,39 +51,66 @@ class Comparison:
 def synthetic_config(overrides: list[str], out: Path) -> DictConfig:
     """The config `python -m t4bench data=synthetic <overrides>` composes."""
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=[
-            "data=synthetic", "progress=off", f"tracking.uri=sqlite:///{out}/harness.db",
-            f"paths.data_root={out}", *overrides,
-        ])
+        return compose(
+            config_name="config",
+            overrides=[
+                "data=synthetic",
+                "progress=off",
+                f"tracking.uri=sqlite:///{out}/harness.db",
+                f"paths.data_root={out}",
+                *overrides,
+            ],
+        )
 
 
 def t4bench_throughput(overrides: list[str], out: Path) -> float:
     """`avg_throughput` of one `python -m t4bench data=synthetic` run, read from its MLflow run."""
+    return t4bench_metrics(overrides, out)["avg_throughput"]
+
+
+def t4bench_metrics(overrides: list[str], out: Path) -> dict[str, float]:
+    """The metrics (avg_throughput, train_loss, ...) of one `python -m t4bench data=synthetic` run."""
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{out}/harness.db"
     mark = uuid.uuid4().hex
-    command = [sys.executable, "-m", "t4bench", "data=synthetic", "progress=off",
-               f"+tracking.tags.harness_check={mark}", f"hydra.run.dir={out}/runs/{mark}", *overrides]
-    proc = subprocess.run(command, env={**os.environ, "MLFLOW_TRACKING_URI": uri},
-                          capture_output=True, text=True)
+    command = [
+        sys.executable,
+        "-m",
+        "t4bench",
+        "data=synthetic",
+        "progress=off",
+        f"+tracking.tags.harness_check={mark}",
+        f"hydra.run.dir={out}/runs/{mark}",
+        *overrides,
+    ]
+    proc = subprocess.run(command, env={**os.environ, "MLFLOW_TRACKING_URI": uri}, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise SystemExit(f"harness_overhead: {' '.join(command[1:])} exited {proc.returncode}: "
-                         f"{proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ''}")
+        raise SystemExit(
+            f"harness_overhead: {' '.join(command[1:])} exited {proc.returncode}: "
+            f"{proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ''}"
+        )
     client = MlflowClient(uri)
     experiments = [e.experiment_id for e in client.search_experiments()]
     runs = client.search_runs(experiments, filter_string=f"tags.harness_check = '{mark}'")
     if len(runs) != 1 or runs[0].info.status != "FINISHED":
         raise SystemExit(f"harness_overhead: expected one FINISHED run tagged {mark}, found {len(runs)}")
-    return float(runs[0].data.metrics["avg_throughput"])
+    return {name: float(value) for name, value in runs[0].data.metrics.items()}
 
 
 def run_context(cfg: DictConfig, data_root: Path) -> RunContext:
     """The context `t4bench.rank.run_rank` would build for one rank (same device, precision, layout)."""
     device = hardware.device_for(cfg, 0)
-    return RunContext(device=device, precision=str(cfg.hw.precision), rank=0, world_size=1,
-                      local_rank=0, seed=int(cfg.seed), data_root=data_root,
-                      channels_last=bool(cfg.model.get("channels_last", False)) and device.type == "cuda")
+    return RunContext(
+        device=device,
+        precision=str(cfg.hw.precision),
+        rank=0,
+        world_size=1,
+        local_rank=0,
+        seed=int(cfg.seed),
+        data_root=data_root,
+        channels_last=bool(cfg.model.get("channels_last", False)) and device.type == "cuda",
+    )
 
 
 def synchronize(device: torch.device) -> None:
@@ -106,8 +133,7 @@ def bare_loop_throughput(cfg: DictConfig, ctx: RunContext) -> float:
     batch = ctx.to_device(bench.synthetic_batch())
 
     def step() -> int:
-        with torch.autocast(ctx.device.type, dtype=ctx.amp_dtype or torch.float32,
-                            enabled=ctx.amp_dtype is not None):
+        with torch.autocast(ctx.device.type, dtype=ctx.amp_dtype or torch.float32, enabled=ctx.amp_dtype is not None):
             loss, units = bench.loss(model, batch)
         opt.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
@@ -131,17 +157,25 @@ def compare(overrides: list[str], out: Path) -> Comparison:
     harness = t4bench_throughput(overrides, out)
     ctx = run_context(cfg, out)
     bare = bare_loop_throughput(cfg, ctx)
-    return Comparison(model=str(cfg.model.name), batch=int(cfg.model.batch_size),
-                      precision=str(cfg.hw.precision), device=str(ctx.device),
-                      unit=benchmark_class(cfg).throughput_unit, t4bench=harness, bare=bare)
+    return Comparison(
+        model=str(cfg.model.name),
+        batch=int(cfg.model.batch_size),
+        precision=str(cfg.hw.precision),
+        device=str(ctx.device),
+        unit=benchmark_class(cfg).throughput_unit,
+        t4bench=harness,
+        bare=bare,
+    )
 
 
 def main(overrides: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         result = compare(overrides, Path(tmp))
-    print(f"{result.model} batch {result.batch} {result.precision} on {result.device}: "
-          f"t4bench {result.t4bench:,.1f} {result.unit}, bare loop {result.bare:,.1f} {result.unit}, "
-          f"ratio {result.ratio:.3f}")
+    print(
+        f"{result.model} batch {result.batch} {result.precision} on {result.device}: "
+        f"t4bench {result.t4bench:,.1f} {result.unit}, bare loop {result.bare:,.1f} {result.unit}, "
+        f"ratio {result.ratio:.3f}"
+    )
 
 
 if __name__ == "__main__":
