@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, all_runs
-from t4bench import distributed, launch
+
+from t4bench import distributed
 from t4bench.__main__ import rank_overrides
 
 FAST = ("max_epochs=1", "model.batch_size=4096", "progress=plain")
@@ -99,7 +99,10 @@ def test_torchrun_outer_launcher_gives_one_run(run_t4bench, mlflow_client, tmp_p
     # Microseconds in the directory name: each rank's Hydra resolves its own, so only the fix
     # (ranks > 0 write nothing there, and drop their empty one) leaves a single directory.
     run_t4bench(
-        "model=ncf", "hw=auto", *FAST, "hydra.run.dir='outputs/${now:%H-%M-%S-%f}'",
+        "model=ncf",
+        "hw=auto",
+        *FAST,
+        "hydra.run.dir='outputs/${now:%H-%M-%S-%f}'",
         module=("-m", "torch.distributed.run", "--nproc_per_node=2", "-m", "t4bench"),
     )
     run = _one_run(mlflow_client, "t4bench-ncf", 4096)
@@ -112,9 +115,13 @@ def test_torchrun_outer_launcher_gives_one_run(run_t4bench, mlflow_client, tmp_p
 @pytest.mark.slow
 def test_a_failing_rank_fails_the_run(run_t4bench, mlflow_client) -> None:  # type: ignore[no-untyped-def]
     proc = run_t4bench(
-        "hw=cpu", "hw.count=2", *FAST,
-        "+callbacks.fail._target_=t4bench.faults.RaiseAtEpoch", "+callbacks.fail.epoch=1",
-        "max_epochs=2", check=False,
+        "hw=cpu",
+        "hw.count=2",
+        *FAST,
+        "+callbacks.fail._target_=t4bench.faults.RaiseAtEpoch",
+        "+callbacks.fail.epoch=1",
+        "max_epochs=2",
+        check=False,
     )
     assert proc.returncode != 0
     assert "t4bench: error:" in proc.stderr and "rank" in proc.stderr
@@ -125,14 +132,32 @@ def test_a_failing_rank_fails_the_run(run_t4bench, mlflow_client) -> None:  # ty
 @pytest.mark.slow
 def test_sigterm_to_the_launching_process_kills_ranks_and_run(tmp_path: Path, tracking_uri: str, mlflow_client) -> None:  # type: ignore[no-untyped-def]
     import psutil
-
     from conftest import DATA_ROOT
 
-    env = {**os.environ, "MLFLOW_TRACKING_URI": tracking_uri, "T4BENCH_DATA_DIR": str(DATA_ROOT), "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": tracking_uri,
+        "T4BENCH_DATA_DIR": str(DATA_ROOT),
+        "PYTHONUNBUFFERED": "1",
+    }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "t4bench", "hw=cpu", "hw.count=2", "model.target.hr_at_10=0.99", "max_epochs=50",
-         "model.batch_size=4096", "progress=plain", f"hydra.run.dir={tmp_path / 'run'}"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "t4bench",
+            "hw=cpu",
+            "hw.count=2",
+            "model.target.hr_at_10=0.99",
+            "max_epochs=50",
+            "model.batch_size=4096",
+            "progress=plain",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     for line in proc.stdout:  # rank 0 is training
@@ -149,17 +174,6 @@ def test_sigterm_to_the_launching_process_kills_ranks_and_run(tmp_path: Path, tr
     assert run.info.status == "KILLED" and run.data.tags["t4bench.outcome"] == "killed"
 
 
-def test_spawn_only_without_outer_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
-    from omegaconf import OmegaConf
-
-    cfg = OmegaConf.create({"hw": {"count": 2}})
-    for var in ("WORLD_SIZE", "HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_PROCID"):
-        monkeypatch.delenv(var, raising=False)
-    assert launch.should_spawn(cfg)
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    assert not launch.should_spawn(cfg)
-
-
 def test_nonzero_ranks_keep_out_of_hydras_output_dir() -> None:
     argv = ["model=ncf", "--multirun"]
     assert rank_overrides(argv, 0) == argv
@@ -171,7 +185,12 @@ def test_nonzero_ranks_keep_out_of_hydras_output_dir() -> None:
 def test_rank_1_of_a_launcher_composes_without_hydra_record() -> None:
     env = {**os.environ, "RANK": "1", "WORLD_SIZE": "2"}
     proc = subprocess.run(
-        [sys.executable, "-m", "t4bench", "--cfg", "hydra"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "t4bench", "--cfg", "hydra"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     assert "  output_subdir: null" in proc.stdout and "hydra/job_logging: stdout" in proc.stdout

@@ -8,9 +8,9 @@ machine: see scripts/gpu_checks.sh).
 from __future__ import annotations
 
 import pytest
-from omegaconf import OmegaConf
-
 from conftest import all_runs
+from omegaconf import DictConfig
+
 from t4bench import hardware
 from t4bench.errors import T4BenchError
 
@@ -18,11 +18,11 @@ FAST = ("max_epochs=1", "model.batch_size=4096", "progress=plain")
 GPU_PROFILES = ("t4", "v100-pcie", "v100-sxm2", "a100", "h100", "h200")
 
 
-def cfg_for(profile: str, **hw: object):  # type: ignore[no-untyped-def]
-    node = hardware.load_profile(profile)
+def profile(name: str, **hw: object) -> DictConfig:
+    node = hardware.load_profile(name)
     for key, value in hw.items():
         node[key] = value
-    return OmegaConf.create({"hw": node})
+    return node
 
 
 def test_every_profile_has_the_report_facts() -> None:
@@ -39,8 +39,15 @@ def test_every_profile_has_the_report_facts() -> None:
 
 @pytest.mark.parametrize(
     ("profile", "precision"),
-    [("t4", "fp16"), ("v100-pcie", "fp16"), ("v100-sxm2", "fp16"), ("a100", "bf16"),
-     ("h100", "bf16"), ("h200", "bf16"), ("cpu", "fp32")],
+    [
+        ("t4", "fp16"),
+        ("v100-pcie", "fp16"),
+        ("v100-sxm2", "fp16"),
+        ("a100", "bf16"),
+        ("h100", "bf16"),
+        ("h200", "bf16"),
+        ("cpu", "fp32"),
+    ],
 )
 def test_default_precision(profile: str, precision: str) -> None:
     assert hardware.load_profile(profile).precision == precision
@@ -69,28 +76,24 @@ def test_auto_is_cpu_without_a_gpu_and_unknown_gpus_fail() -> None:
 
 
 def test_auto_resolves_with_its_overrides_on_top() -> None:
-    cfg = OmegaConf.create({"hw": hardware.load_profile("auto")})
-    cfg.hw.precision = "fp32"
-    hardware.resolve(cfg, hardware.Found(("NVIDIA H200",), "nvml"))
-    assert cfg.hw.name == "h200" and cfg.hw.requested == "auto"
-    assert cfg.hw.precision == "fp32" and cfg.hw.peak_tflops.bf16 == 989.0
-    plain = OmegaConf.create({"hw": hardware.load_profile("auto")})
-    hardware.resolve(plain, hardware.Found(("NVIDIA H200",), "nvml"))
-    assert plain.hw.precision == "bf16"
+    auto = profile("auto", precision="fp32")
+    picked = hardware.resolve_profile(auto, hardware.Found(("NVIDIA H200",), "nvml"))
+    assert picked.name == "h200" and picked.requested == "auto"
+    assert picked.precision == "fp32" and picked.peak_tflops.bf16 == 989.0
+    assert auto.name == "auto" and auto.precision == "fp32"  # the composed node stays as it was
+    assert hardware.resolve_profile(profile("auto"), hardware.Found(("NVIDIA H200",), "nvml")).precision == "bf16"
 
 
 def test_this_host_detects_as_cpu_profile() -> None:
     found = hardware.detect()
     if found.gpus:
         pytest.skip(f"this host has {found.describe()}")
-    cfg = OmegaConf.create({"hw": hardware.load_profile("auto")})
-    hardware.resolve(cfg, found)
-    assert cfg.hw.name == "cpu"
+    assert hardware.resolve_profile(profile("auto"), found).name == "cpu"
 
 
 def test_wrong_gpu_fails_with_one_line_naming_both() -> None:
     with pytest.raises(T4BenchError) as err:
-        hardware.check(cfg_for("t4"), hardware.Found(("NVIDIA H200",), "nvml"))
+        hardware.check(profile("t4"), hardware.Found(("NVIDIA H200",), "nvml"), 1)
     message = str(err.value)
     assert "\n" not in message
     assert "hw=t4" in message and "NVIDIA T4" in message and "1x NVIDIA H200" in message
@@ -99,14 +102,14 @@ def test_wrong_gpu_fails_with_one_line_naming_both() -> None:
 
 def test_too_many_gpus_and_no_gpu_fail() -> None:
     with pytest.raises(T4BenchError, match=r"hw.count=4 asks for 4x NVIDIA H200.*only 1x NVIDIA H200"):
-        hardware.check(cfg_for("h200", count=4), hardware.Found(("NVIDIA H200",), "nvml"))
+        hardware.check(profile("h200", count=4), hardware.Found(("NVIDIA H200",), "nvml"), 4)
     with pytest.raises(T4BenchError, match="no NVIDIA GPU"):
-        hardware.check(cfg_for("a100"), hardware.Found((), "none", "NVML Shared Library Not Found"))
-    assert hardware.check(cfg_for("h200", count=2), hardware.Found(("NVIDIA H200",) * 2, "nvml")).mismatch is None
+        hardware.check(profile("a100"), hardware.Found((), "none", "NVML Shared Library Not Found"), 1)
+    assert hardware.check(profile("h200", count=2), hardware.Found(("NVIDIA H200",) * 2, "nvml"), 2).mismatch is None
 
 
 def test_not_strict_passes_and_tags_the_mismatch() -> None:
-    checked = hardware.check(cfg_for("t4", strict=False), hardware.Found(("NVIDIA H200",), "nvml"))
+    checked = hardware.check(profile("t4", strict=False), hardware.Found(("NVIDIA H200",), "nvml"), 1)
     tags = checked.tags()
     assert "NVIDIA H200" in tags["t4bench.hw_mismatch"]
     assert tags["t4bench.hw_requested"] == "t4" and tags["t4bench.hw_detected"] == "1x NVIDIA H200"
@@ -114,7 +117,9 @@ def test_not_strict_passes_and_tags_the_mismatch() -> None:
 
 def imported_modules(stderr: str) -> set[str]:
     """Top-level module names from `python -X importtime` output."""
-    return {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in stderr.splitlines() if line.startswith("import time:")}
+    return {
+        line.rsplit("|", 1)[-1].strip().split(".")[0] for line in stderr.splitlines() if line.startswith("import time:")
+    }
 
 
 def test_hw_t4_on_this_host_fails_fast_without_a_run(run_t4bench, mlflow_client) -> None:  # type: ignore[no-untyped-def]
@@ -148,19 +153,14 @@ def test_cpu_host_detection_needs_no_torch() -> None:
         (2, 1, None, 2),
     ],
 )
-def test_threads_per_rank(  # type: ignore[no-untyped-def]
-    monkeypatch: pytest.MonkeyPatch, threads, local_ranks, omp, expected
-) -> None:
-    if omp is None:
-        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    else:
-        monkeypatch.setenv("OMP_NUM_THREADS", omp)
-    assert hardware.threads_per_rank(cfg_for("cpu", threads=threads), local_ranks) == expected
+def test_threads_per_rank(threads, local_ranks, omp, expected) -> None:  # type: ignore[no-untyped-def]
+    environ = {} if omp is None else {"OMP_NUM_THREADS": omp}
+    assert hardware.threads_per_rank(profile("cpu", threads=threads), local_ranks, environ) == expected
 
 
 def test_bad_threads_is_one_line() -> None:
     with pytest.raises(T4BenchError, match=r"^hw.threads=0: give a positive number"):
-        hardware.threads_per_rank(cfg_for("cpu", threads=0), 1)
+        hardware.threads_per_rank(profile("cpu", threads=0), 1, {})
 
 
 @pytest.mark.slow

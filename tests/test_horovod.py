@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import REPO, all_runs
 
 FAST = ("max_epochs=1", "model.batch_size=4096", "progress=plain")
@@ -50,7 +49,9 @@ def test_selecting_horovod_without_it_says_how_to_install(run_t4bench) -> None: 
 def test_horovodrun_two_gloo_ranks_give_one_run(run_t4bench, mlflow_client) -> None:  # type: ignore[no-untyped-def]
     # `python <horovodrun script> -np 2 --gloo python -m t4bench <overrides>`
     run_t4bench(
-        "dist=horovod", "hw=cpu", *FAST,
+        "dist=horovod",
+        "hw=cpu",
+        *FAST,
         module=(_horovodrun(), "-np", "2", "--gloo", sys.executable, "-m", "t4bench"),
     )
     (run,) = all_runs(mlflow_client, "t4bench-ncf")
@@ -102,26 +103,41 @@ def _fp16_step_rank(out_dir: Path) -> None:
     import torch
     from omegaconf import OmegaConf
 
-    from t4bench import distributed, launch
+    from t4bench import distributed, launch, run_env
     from t4bench.context import RunContext
     from t4bench.loop import Trainer
 
-    cfg = OmegaConf.create({
-        # fp16 compression: Horovod writes the reduced gradient back at synchronize(), so a scaler
-        # that unscales before it would step on the still-scaled average (deterministically)
-        "dist": {"backend": "horovod", "compression": "fp16"},
-        "hw": {"name": "cpu"},
-        "model": {
-            "batch_size": BATCH,
-            "optimizer": {"name": "sgd", "lr": LR, "lr_scaling": "none"},
-            "schedule": {"unit": "samples", "kind": "constant", "warmup_epochs": 0, "decay_epochs": [],
-                         "decay_factor": 1.0, "ref_batch_size": BATCH},
-        },
-    })
-    launch.init_process_group(cfg)
+    cfg = OmegaConf.create(
+        {
+            # fp16 compression: Horovod writes the reduced gradient back at synchronize(), so a scaler
+            # that unscales before it would step on the still-scaled average (deterministically)
+            "dist": {"backend": "horovod", "compression": "fp16"},
+            "hw": {"name": "cpu", "count": 1},
+            "model": {
+                "batch_size": BATCH,
+                "optimizer": {"name": "sgd", "lr": LR, "lr_scaling": "none"},
+                "schedule": {
+                    "unit": "samples",
+                    "kind": "constant",
+                    "warmup_epochs": 0,
+                    "decay_epochs": [],
+                    "decay_factor": 1.0,
+                    "ref_batch_size": BATCH,
+                },
+            },
+        }
+    )
+    launch.init_process_group(cfg, run_env.resolve(cfg))
     rank, world = distributed.rank(), distributed.world_size()
-    ctx = RunContext(device=torch.device("cpu"), precision="fp16", rank=rank, world_size=world,
-                     local_rank=rank, seed=0, data_root=Path("."))
+    ctx = RunContext(
+        device=torch.device("cpu"),
+        precision="fp16",
+        rank=rank,
+        world_size=world,
+        local_rank=rank,
+        seed=0,
+        data_root=Path("."),
+    )
     bench = _Regression()
     trainer = Trainer(bench, cfg, ctx)  # type: ignore[arg-type]
     trainer.scaler = torch.amp.GradScaler("cpu", init_scale=LOSS_SCALE)
@@ -133,10 +149,16 @@ def _fp16_step_rank(out_dir: Path) -> None:
         bench.loss(reference, _rank_batch(other))[0].backward()
         grads.append(reference.weight.grad)
     expected = before - LR * torch.stack(grads).mean(0)
-    (out_dir / f"rank{rank}.json").write_text(json.dumps({
-        "before": before.tolist(), "after": trainer.model.weight.detach().tolist(), "expected": expected.tolist(),
-        "horovod_optimizer": hasattr(trainer.optimizer, "synchronize"),
-    }))
+    (out_dir / f"rank{rank}.json").write_text(
+        json.dumps(
+            {
+                "before": before.tolist(),
+                "after": trainer.model.weight.detach().tolist(),
+                "expected": expected.tolist(),
+                "horovod_optimizer": hasattr(trainer.optimizer, "synchronize"),
+            }
+        )
+    )
     distributed.shutdown()
 
 

@@ -13,7 +13,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from t4bench import hardware
+from t4bench import run_env
 from t4bench.errors import RunTerminated, T4BenchError
 
 #: what ranks > 0 of an outer launcher add to their command line: no `.hydra/` record and no job
@@ -46,7 +46,7 @@ def app(cfg: DictConfig) -> dict[str, Any]:
 
 def main() -> None:
     """Console entry (`t4bench ...`, `python -m t4bench ...`)."""
-    sys.argv = [sys.argv[0], *rank_overrides(sys.argv[1:], hardware.outer_rank())]
+    sys.argv = [sys.argv[0], *rank_overrides(sys.argv[1:], run_env.launched_rank())]
     try:
         app()
     except RunTerminated as stop:  # the run is closed as KILLED already; exit as a signal would

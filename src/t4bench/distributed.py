@@ -97,7 +97,7 @@ def broadcast_object(obj: T, src: int = 0) -> T:
     if not active() or world_size() == 1:
         return obj
     if _hvd is not None:
-        return _hvd.broadcast_object(obj, root_rank=src)  # type: ignore[no-any-return]
+        return _hvd.broadcast_object(obj, root_rank=src)
     holder = [obj]
     dist.broadcast_object_list(holder, src=src)
     return holder[0]
@@ -143,9 +143,9 @@ def wrap_optimizer(optimizer: torch.optim.Optimizer, model: torch.nn.Module) -> 
         optimizer, named_parameters=unwrap(model).named_parameters(), compression=compression
     )
     # horovod 0.28's zero_grad() takes no arguments; the loop calls zero_grad(set_to_none=True)
-    wrapped.zero_grad = types.MethodType(_horovod_zero_grad, wrapped)  # type: ignore[method-assign]
+    wrapped.zero_grad = types.MethodType(_horovod_zero_grad, wrapped)
     _hvd.broadcast_optimizer_state(wrapped, root_rank=0)
-    return wrapped  # type: ignore[no-any-return]
+    return wrapped
 
 
 def _horovod_zero_grad(self: Any, set_to_none: bool = True) -> None:
@@ -160,10 +160,11 @@ def _horovod_zero_grad(self: Any, set_to_none: bool = True) -> None:
 def scaler_step(scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer) -> None:
     """`scaler.step(optimizer); scaler.update()` that is also right for Horovod with fp16:
     gradients must be reduced (synchronize) before the scaler unscales and checks them."""
-    if _hvd is not None and scaler.is_enabled() and hasattr(optimizer, "synchronize"):
-        optimizer.synchronize()
+    hvd_optimizer: Any = optimizer  # hvd.DistributedOptimizer adds synchronize/skip_synchronize
+    if _hvd is not None and scaler.is_enabled() and hasattr(hvd_optimizer, "synchronize"):
+        hvd_optimizer.synchronize()
         scaler.unscale_(optimizer)
-        with optimizer.skip_synchronize():
+        with hvd_optimizer.skip_synchronize():
             scaler.step(optimizer)
     else:
         scaler.step(optimizer)

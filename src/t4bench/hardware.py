@@ -1,5 +1,6 @@
 """Hardware profiles (`conf/hw/*.yaml`): detect what this machine has, resolve `hw=auto`, check the
-requested profile against it before anything is created, and pick the device of a rank.
+requested profile against it before anything is created, and the CPU threads per rank.
+`t4bench.run_env` calls these once and carries the outcome; nothing here changes a config.
 
 Detection asks NVML first (names, no CUDA context) and falls back to `torch.cuda` only when a CUDA
 driver library is present, so a CPU host answers without importing torch (a wrong `hw=` fails in
@@ -10,15 +11,18 @@ naming what was asked and what was found; `hw.strict=false` runs anyway and the 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import re
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
+from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
 
 PROFILE_DIR = Path(__file__).resolve().parents[2] / "conf" / "hw"
@@ -57,17 +61,15 @@ class Check:
     mismatch: str | None = None
     #: True when a GPU profile runs on a host without CUDA (strict=false): train on the CPU
     cpu_fallback: bool = False
-    extra_tags: dict[str, str] = field(default_factory=dict)
 
     def tags(self) -> dict[str, str]:
         tags = {
-            "t4bench.hw_requested": self.requested,
-            "t4bench.hw_detected": self.found.describe(),
-            "t4bench.hw_detected_source": self.found.source,
-            **self.extra_tags,
+            names.HW_REQUESTED: self.requested,
+            names.HW_DETECTED: self.found.describe(),
+            names.HW_DETECTED_SOURCE: self.found.source,
         }
         if self.mismatch:
-            tags["t4bench.hw_mismatch"] = self.mismatch
+            tags[names.HW_MISMATCH] = self.mismatch
         return tags
 
 
@@ -90,10 +92,8 @@ def nvml_gpu_names() -> tuple[list[str] | None, str]:
     except pynvml.NVMLError as err:
         return None, str(err)
     finally:
-        try:
+        with contextlib.suppress(pynvml.NVMLError):
             pynvml.nvmlShutdown()
-        except pynvml.NVMLError:
-            pass
 
 
 def _visible(names: list[str]) -> list[str]:
@@ -147,7 +147,8 @@ def load_profile(name: str) -> DictConfig:
     path = PROFILE_DIR / f"{name}.yaml"
     if not path.exists():
         raise T4BenchError(f"hw={name}: no profile {path}")
-    profile = OmegaConf.load(path)
+    # as config.yaml composes it: the shared run block (count, strict, threads, telemetry) under the profile
+    profile = OmegaConf.merge(OmegaConf.load(PROFILE_DIR / "run" / "default.yaml"), OmegaConf.load(path))
     assert isinstance(profile, DictConfig)
     return profile
 
@@ -175,108 +176,60 @@ def profile_for(found: Found) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# resolution (before spawning) and the check
+# resolution and the check (`t4bench.run_env` calls these once, before any rank starts)
 
 
-def outer_world_size() -> int:
-    """Ranks an outer launcher started (torchrun, horovodrun/mpirun, SLURM srun); 1 when none."""
-    for var in ("WORLD_SIZE", "HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"):
-        if os.environ.get(var):
-            return int(os.environ[var])
-    if os.environ.get("SLURM_PROCID") is not None and os.environ.get("SLURM_NTASKS"):
-        return int(os.environ["SLURM_NTASKS"])
-    return 1
+def resolve_profile(hw: DictConfig, found: Found) -> DictConfig:
+    """The profile to train on, as a new node: `hw` itself for a named profile; for `hw=auto` the
+    detected machine's profile with auto's non-null keys on top and `requested: auto`."""
+    chosen = OmegaConf.create(OmegaConf.to_container(hw, resolve=True))
+    assert isinstance(chosen, DictConfig)
+    if str(hw.name) != "auto":
+        return chosen
+    picked = load_profile(profile_for(found))
+    for key in _AUTO_OVERRIDES:
+        value = chosen.get(key)
+        if value is not None:
+            picked[key] = value
+    picked["requested"] = "auto"
+    return picked
 
 
-def outer_rank() -> int:
-    """This process's global rank under an outer launcher (0 when run directly)."""
-    for var in ("RANK", "HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):
-        if os.environ.get(var):
-            return int(os.environ[var])
-    return 0
-
-
-def outer_local_world_size() -> int:
-    for var in ("LOCAL_WORLD_SIZE", "HOROVOD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"):
-        if os.environ.get(var):
-            return int(os.environ[var])
-    if os.environ.get("SLURM_PROCID") is not None and os.environ.get("SLURM_NTASKS_PER_NODE"):
-        return int(os.environ["SLURM_NTASKS_PER_NODE"].split("(")[0])
-    return outer_world_size()
-
-
-def resolve(cfg: DictConfig, found: Found | None = None) -> Found:
-    """In place: `hw=auto` becomes the detected profile (with auto's non-null keys on top), and
-    under an outer launcher `hw.count` becomes the launcher's world size. Returns the detection."""
-    found = found or detect()
-    with open_dict(cfg):
-        if str(cfg.hw.name) == "auto":
-            picked = load_profile(profile_for(found))
-            for key in _AUTO_OVERRIDES:
-                value = cfg.hw.get(key)
-                if value is not None:
-                    picked[key] = value
-            picked["requested"] = "auto"
-            cfg.hw = picked
-        world = outer_world_size()
-        if world > 1:
-            count = int(cfg.hw.count)
-            if count not in (1, world):
-                raise T4BenchError(
-                    f"hw.count={count} but the launcher started {world} ranks "
-                    "(leave hw.count out under torchrun/horovodrun/srun, or make them agree)"
-                )
-            cfg.hw.count = world
-    return found
-
-
-def check(cfg: DictConfig, found: Found | None = None) -> Check:
-    """Fail before any training when the requested hardware is not here (unless hw.strict=false)."""
-    found = found or detect()
-    requested = str(cfg.hw.get("requested") or cfg.hw.name)
+def check(hw: DictConfig, found: Found, local_ranks: int) -> Check:
+    """Fail before any training when the requested hardware is not here (unless hw.strict=false).
+    `local_ranks`: the ranks that train on this host (each wants a GPU of the profile)."""
+    requested = str(hw.get("requested") or hw.name)
     result = Check(requested=requested, found=found)
-    name = str(cfg.hw.name)
-    count = int(cfg.hw.count)
-    local = outer_local_world_size() if outer_world_size() > 1 else count
+    name = str(hw.name)
+    count = int(hw.count)
     problem = None
     if name == "cpu":
         return result
-    asked = f"hw={name}" + (f" hw.count={count}" if count > 1 else "") + f" asks for {local}x {_label(cfg)}"
+    asked = f"hw={name}" + (f" hw.count={count}" if count > 1 else "") + f" asks for {local_ranks}x {_label(hw)}"
     if not found.gpus:
         nvml = f"NVML: {found.nvml_error}; " if found.nvml_error else ""
         problem = f"{asked}, but this machine has no NVIDIA GPU ({nvml}{found.cuda_note}); use hw=cpu or hw=auto"
         result.cpu_fallback = True
     else:
-        wrong = [gpu for gpu in found.gpus if not matches(cfg.hw, gpu)]
+        wrong = [gpu for gpu in found.gpus if not matches(hw, gpu)]
         if wrong:
             try:
                 hint = f"; use hw={profile_for(found)} or hw=auto"
             except T4BenchError:
                 hint = ""
             problem = f"{asked}, but this machine has {found.describe()}{hint}"
-        elif local > len(found.gpus):
+        elif local_ranks > len(found.gpus):
             problem = f"{asked}, but this machine has only {found.describe()}"
     if problem is None:
         return result
-    if bool(cfg.hw.strict):
+    if bool(hw.strict):
         raise T4BenchError(f"{problem} (hw.strict=false runs anyway)")
     result.mismatch = problem
     return result
 
 
-def _label(cfg: DictConfig) -> str:
-    return str(cfg.hw.get("label") or f"{cfg.hw.name} GPU")
-
-
-def device_for(cfg: DictConfig, local_rank: int) -> Any:
-    """This rank's device: cuda:<local_rank> for GPU profiles (when CUDA is here), else the CPU."""
-    import torch
-
-    if cfg.hw.name == "cpu" or not torch.cuda.is_available():
-        return torch.device("cpu")
-    index = local_rank % torch.cuda.device_count()
-    torch.cuda.set_device(index)
-    return torch.device("cuda", index)
+def _label(hw: DictConfig) -> str:
+    return str(hw.get("label") or f"{hw.name} GPU")
 
 
 def host_cores() -> int:
@@ -287,38 +240,32 @@ def host_cores() -> int:
         return os.cpu_count() or 1
 
 
-def threads_per_rank(cfg: DictConfig, local_ranks: int) -> int | None:
-    """torch intra-op threads for one rank: `hw.threads` when set; with several ranks on this host
+def threads_per_rank(hw: DictConfig, local_ranks: int, environ: Mapping[str, str]) -> int | None:
+    """CPU intra-op threads for one rank: `hw.threads` when set; with several ranks on this host
     and no OMP_NUM_THREADS, the cores split between them (each rank's default of every core
     oversubscribes the host: 2 ranks x 2 threads on 2 cores run several times slower);
-    None keeps torch's default."""
-    chosen = cfg.hw.get("threads")
+    None keeps the framework's default."""
+    chosen = hw.get("threads")
     if chosen is not None:
         if int(chosen) < 1:
             raise T4BenchError(f"hw.threads={chosen}: give a positive number of threads per rank, or null")
         return int(chosen)
-    if local_ranks > 1 and not os.environ.get("OMP_NUM_THREADS"):
+    if local_ranks > 1 and not environ.get("OMP_NUM_THREADS"):
         return max(1, host_cores() // local_ranks)
     return None
 
 
-def uses_gpu(cfg: DictConfig) -> bool:
-    import torch
-
-    return cfg.hw.name != "cpu" and torch.cuda.is_available()
-
-
-def profile_tags(cfg: DictConfig) -> dict[str, str]:
+def profile_tags(hw: DictConfig) -> dict[str, str]:
     """The profile's facts as tags, so a report can put throughput next to the hardware's peaks."""
-    hw = cfg.hw
     precision = str(hw.precision)
     peak = (hw.get("peak_tflops") or {}).get(precision)
+    prefix = names.HW_PROFILE_PREFIX
     tags = {
-        "t4bench.precision": precision,
-        "t4bench.hw_profile.memory_gb": hw.get("memory_gb"),
-        "t4bench.hw_profile.peak_tflops": peak,
-        "t4bench.hw_profile.memory_bandwidth_gbs": hw.get("memory_bandwidth_gbs"),
-        "t4bench.hw_profile.tdp_w": hw.get("tdp_w"),
-        "t4bench.hw_profile.interconnect": hw.get("interconnect"),
+        names.PRECISION: precision,
+        f"{prefix}memory_gb": hw.get("memory_gb"),
+        f"{prefix}peak_tflops": peak,
+        f"{prefix}memory_bandwidth_gbs": hw.get("memory_bandwidth_gbs"),
+        f"{prefix}tdp_w": hw.get("tdp_w"),
+        f"{prefix}interconnect": hw.get("interconnect"),
     }
     return {k: str(v) for k, v in tags.items() if v is not None}

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from t4bench import hardware
+from t4bench import run_env
 from t4bench.errors import T4BenchError
+from t4bench.run_env import RunEnvironment
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 #: the scale every model defines in conf/model/<model>.yaml itself (no model_scale file)
@@ -30,7 +31,7 @@ def _group_options(group: str) -> list[str]:
 def available_scales(model: str) -> list[str]:
     """`mini` plus every `<scale>` of a conf/model_scale/<model>_<scale>.yaml."""
     prefix = f"{model}_"
-    specific = {name[len(prefix):] for name in _group_options("model_scale") if name.startswith(prefix)}
+    specific = {name[len(prefix) :] for name in _group_options("model_scale") if name.startswith(prefix)}
     return [BUILTIN_SCALE, *sorted(specific - {BUILTIN_SCALE})]
 
 
@@ -46,10 +47,9 @@ def check_scale(cfg: DictConfig) -> None:
         )
 
 
-def check(cfg: DictConfig) -> hardware.Check:
-    """In place: resolve `hw=auto` and a launcher's rank count; raise one-line errors for a scale
-    the model lacks or hardware this machine does not have (unless hw.strict=false)."""
+def check(cfg: DictConfig) -> RunEnvironment:
+    """The run environment (`hw=auto` resolved, a launcher's ranks read), after one-line errors for a
+    scale the model lacks or hardware this machine does not have (unless hw.strict=false). The
+    config is left as composed."""
     check_scale(cfg)
-    found = hardware.resolve(cfg)
-    hardware.threads_per_rank(cfg, 1)  # a bad hw.threads fails here, not in every rank
-    return hardware.check(cfg, found)
+    return run_env.resolve(cfg)

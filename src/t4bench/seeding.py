@@ -1,4 +1,6 @@
-"""One `seed` drives Python, NumPy, torch and the data order."""
+"""One `seed` drives Python, NumPy, the framework and the data order. Python's and NumPy's
+generators are seeded here for every framework; each framework's rank session seeds its own
+(`seed_torch` for PyTorch), so a TensorFlow run never imports torch."""
 
 from __future__ import annotations
 
@@ -6,11 +8,16 @@ import os
 import random
 
 import numpy as np
-import torch
 
 
-def seed_everything(seed: int) -> None:
+def seed_python(seed: int) -> None:
+    """Python's and NumPy's global generators, and hashing in processes started from here."""
     random.seed(seed)
     np.random.seed(seed % (2**32))
-    torch.manual_seed(seed)
     os.environ["PYTHONHASHSEED"] = str(seed)
+
+
+def seed_torch(seed: int) -> None:
+    import torch
+
+    torch.manual_seed(seed)

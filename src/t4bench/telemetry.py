@@ -12,6 +12,7 @@ No NVML (a CPU host, no driver) or a CPU profile: telemetry is off, the reason i
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -19,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
+
+from t4bench import mlflow_names
 
 #: throttle reasons that mean the GPU ran slower than it could (power cap, thermal, HW slowdown,
 #: power brake); idle, application-clock and sync-boost reasons are not throttling
@@ -62,8 +65,8 @@ def read_gpu(nvml: ModuleType, handle: Any, gpu: int, now: float | None = None) 
     power_mw = _try(nvml.nvmlDeviceGetPowerUsage, handle)
     temp = _try(nvml.nvmlDeviceGetTemperature, handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0))
     clock = _try(nvml.nvmlDeviceGetClockInfo, handle, getattr(nvml, "NVML_CLOCK_SM", 1))
-    reasons_fn = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-        nvml, "nvmlDeviceGetCurrentClocksThrottleReasons"
+    reasons_fn = (
+        getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
     )
     reasons = _try(reasons_fn, handle)
     energy = _try(nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
@@ -85,7 +88,7 @@ def metric_points(readings: Sequence[Reading], step: int, energy_base_mj: dict[i
     stamp = int(time.time() * 1000)
     points: list[MetricPoint] = []
     for r in readings:
-        prefix = f"telemetry.gpu{r.gpu}."
+        prefix = f"{mlflow_names.TELEMETRY_SERIES_PREFIX}{r.gpu}."
         values = {
             "util_pct": r.util_pct,
             "mem_used_gb": r.mem_used_gb,
@@ -115,7 +118,9 @@ def summarize(samples: Sequence[Sequence[Reading]], window: Window) -> dict[str,
     """Summary metrics over the samples inside `window` (each sample: one Reading per GPU)."""
     stop = window.stop_s if window.stop_s is not None else float("inf")
     inside = [s for s in samples if s and window.start_s <= s[0].time_s <= stop]
-    duration = (window.stop_s if window.stop_s is not None else (inside[-1][0].time_s if inside else window.start_s)) - window.start_s
+    duration = (
+        window.stop_s if window.stop_s is not None else (inside[-1][0].time_s if inside else window.start_s)
+    ) - window.start_s
     summary: dict[str, float] = {"telemetry_samples": float(len(inside))}
     energy_j: float | None = None
     gpus = set(window.energy_start_mj) & set(window.energy_stop_mj)
@@ -123,7 +128,7 @@ def summarize(samples: Sequence[Sequence[Reading]], window: Window) -> dict[str,
         energy_j = sum(window.energy_stop_mj[g] - window.energy_start_mj[g] for g in gpus) / 1000.0
     elif len(inside) >= 2:  # no energy counter: integrate the summed power (trapezoids)
         energy_j = 0.0
-        for before, after in zip(inside, inside[1:]):
+        for before, after in itertools.pairwise(inside):
             p0 = sum(r.power_w or 0.0 for r in before)
             p1 = sum(r.power_w or 0.0 for r in after)
             energy_j += (p0 + p1) / 2 * (after[0].time_s - before[0].time_s)
@@ -158,19 +163,23 @@ def _text(value: Any) -> str:
 
 def inventory(nvml: ModuleType, handles: Sequence[Any]) -> dict[str, str]:
     """Tags: GPU names, driver, CUDA driver version, PCIe link, memory, power limit."""
-    tags: dict[str, str] = {"t4bench.gpu.count": str(len(handles))}
+    gpu = mlflow_names.GPU_PREFIX
+    tags: dict[str, str] = {f"{gpu}count": str(len(handles))}
     names = [_text(_try(nvml.nvmlDeviceGetName, h)) for h in handles]
-    tags["t4bench.gpu.names"] = ", ".join(names)
+    tags[f"{gpu}names"] = ", ".join(names)
     driver = _try(nvml.nvmlSystemGetDriverVersion)
     if driver is not None:
-        tags["t4bench.gpu.driver"] = _text(driver)
+        tags[f"{gpu}driver"] = _text(driver)
     cuda = _try(nvml.nvmlSystemGetCudaDriverVersion)
     if cuda:
-        tags["t4bench.gpu.cuda_driver"] = f"{int(cuda) // 1000}.{int(cuda) % 1000 // 10}"
+        tags[f"{gpu}cuda_driver"] = f"{int(cuda) // 1000}.{int(cuda) % 1000 // 10}"
     links, memory, limits = [], [], []
     for i, h in enumerate(handles):
         gen, width = _try(nvml.nvmlDeviceGetCurrPcieLinkGeneration, h), _try(nvml.nvmlDeviceGetCurrPcieLinkWidth, h)
-        max_gen, max_width = _try(nvml.nvmlDeviceGetMaxPcieLinkGeneration, h), _try(nvml.nvmlDeviceGetMaxPcieLinkWidth, h)
+        max_gen, max_width = (
+            _try(nvml.nvmlDeviceGetMaxPcieLinkGeneration, h),
+            _try(nvml.nvmlDeviceGetMaxPcieLinkWidth, h),
+        )
         if gen is not None:
             links.append(f"gpu{i} gen{gen} x{width} (max gen{max_gen} x{max_width})")
         info = _try(nvml.nvmlDeviceGetMemoryInfo, h)
@@ -180,16 +189,16 @@ def inventory(nvml: ModuleType, handles: Sequence[Any]) -> dict[str, str]:
         if limit is not None:
             limits.append(f"{limit / 1000:.0f}")
     if links:
-        tags["t4bench.gpu.pcie"] = "; ".join(links)
+        tags[f"{gpu}pcie"] = "; ".join(links)
     if memory:
-        tags["t4bench.gpu.memory_gib"] = ", ".join(memory)
+        tags[f"{gpu}memory_gib"] = ", ".join(memory)
     if limits:
-        tags["t4bench.gpu.power_limit_w"] = ", ".join(limits)
+        tags[f"{gpu}power_limit_w"] = ", ".join(limits)
     try:
         import torch
 
         if torch.version.cuda:
-            tags["t4bench.gpu.cuda_runtime"] = str(torch.version.cuda)
+            tags[f"{gpu}cuda_runtime"] = str(torch.version.cuda)
     except ImportError:
         pass
     return tags
@@ -219,7 +228,7 @@ class Off(Telemetry):
         self.reason = reason
 
     def tags(self) -> dict[str, str]:
-        return {"t4bench.telemetry": f"off: {self.reason}"}
+        return {mlflow_names.TELEMETRY: f"off: {self.reason}"}
 
 
 class Sampler(Telemetry):
@@ -267,7 +276,7 @@ class Sampler(Telemetry):
 
     def tags(self) -> dict[str, str]:
         return {
-            "t4bench.telemetry": f"on: {len(self.handles)} GPU(s) every {self.interval_s:g} s",
+            mlflow_names.TELEMETRY: f"on: {len(self.handles)} GPU(s) every {self.interval_s:g} s",
             **self._inventory,
         }
 
@@ -333,7 +342,9 @@ def _handles_for(nvml: ModuleType, count: int) -> list[Any]:
         if torch.cuda.is_available():
             for i in range(min(count, torch.cuda.device_count())):
                 uuid = str(torch.cuda.get_device_properties(i).uuid)
-                handles.append(nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"))
+                handles.append(
+                    nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}")
+                )
             if handles:
                 return handles
     except Exception:
@@ -372,9 +383,7 @@ def start(
         if not handles:
             _try(pynvml.nvmlShutdown)
             return Off("NVML sees no GPU")
-        return Sampler(
-            pynvml, handles, interval_s=interval_s, log_interval_s=log_interval_s, sink=sink
-        ).start()
+        return Sampler(pynvml, handles, interval_s=interval_s, log_interval_s=log_interval_s, sink=sink).start()
     except Exception as err:
         _try(pynvml.nvmlShutdown)
         return Off(f"NVML error: {err}")

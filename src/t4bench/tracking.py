@@ -1,4 +1,4 @@
-"""MLflow tracking: the one place that knows run names, tags, params and metric names.
+"""MLflow tracking: creating, filling and closing one run. The names are in `t4bench.mlflow_names`.
 
 Contract (reports, sweeps and the UI depend on these names):
 - params: the resolved config, flattened (`model.lr`, `hw.name`, `seed`, ...)
@@ -10,25 +10,41 @@ Contract (reports, sweeps and the UI depend on these names):
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import platform
 import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 import t4bench
+from t4bench import mlflow_names as names
+from t4bench.run_env import RunEnvironment
+
+T = TypeVar("T")
 
 # MLflow accepts at most this many entries per log_batch call
 _BATCH_LIMIT = 100
-_VERSIONED = ("torch", "torchvision", "mlflow", "hydra-core", "optuna", "nvidia-ml-py", "tensorflow", "horovod",
-              # the quality metrics: BLEU and COCO mAP can shift between versions
-              "sacrebleu", "sentencepiece", "pycocotools")
+_VERSIONED = (
+    "torch",
+    "torchvision",
+    "mlflow",
+    "hydra-core",
+    "optuna",
+    "nvidia-ml-py",
+    "tensorflow",
+    "horovod",
+    # the quality metrics: BLEU and COCO mAP can shift between versions
+    "sacrebleu",
+    "sentencepiece",
+    "pycocotools",
+)
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -43,20 +59,21 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     return flat
 
 
-def resolved_config(cfg: DictConfig) -> dict[str, Any]:
+def resolved_config(cfg: DictConfig, env: RunEnvironment) -> dict[str, Any]:
+    """The config as the run used it: `${...}` resolved, and `hw` the profile trained on (`hw=auto`
+    resolved, hw.count = the ranks), so params and resolved_config.yaml say what ran."""
     container = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(container, dict)
     container.pop("hydra", None)
+    container["hw"] = OmegaConf.to_container(env.hw, resolve=True)
     return container  # type: ignore[return-value]
 
 
 def software_versions() -> dict[str, str]:
     versions = {"python": platform.python_version()}
     for package in _VERSIONED:
-        try:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             versions[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            pass
     # a source checkout on PYTHONPATH (no pip install) has no distribution metadata
     versions["t4bench"] = t4bench.__version__
     return versions
@@ -76,8 +93,8 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def default_run_name(cfg: DictConfig) -> str:
-    return f"{cfg.model.name}-{cfg.scale.name}-{cfg.hw.name}x{cfg.hw.count}-seed{cfg.seed}"
+def default_run_name(cfg: DictConfig, env: RunEnvironment) -> str:
+    return f"{cfg.model.name}-{cfg.scale.name}-{env.hw.name}x{env.world_size}-seed{cfg.seed}"
 
 
 def _artifact_location(tracking_uri: str, experiment: str) -> str | None:
@@ -110,16 +127,14 @@ class RunTracker:
         if found is not None:
             return found.experiment_id
         try:
-            return self.client.create_experiment(
-                name, artifact_location=_artifact_location(self.tracking_uri, name)
-            )
+            return self.client.create_experiment(name, artifact_location=_artifact_location(self.tracking_uri, name))
         except Exception:  # another process created it in between (parallel sweep workers)
             found = self.client.get_experiment_by_name(name)
             if found is None:
                 raise
             return found.experiment_id
 
-    def start(self, cfg: DictConfig, tags: Mapping[str, str]) -> str:
+    def start(self, cfg: DictConfig, env: RunEnvironment, tags: Mapping[str, str]) -> str:
         """Create the run (or adopt `self.run_id` made by a launcher) and log config + tags."""
         if self.client is None:
             return ""
@@ -127,13 +142,13 @@ class RunTracker:
             experiment_id = self.ensure_experiment(str(cfg.tracking.experiment))
             run = self.client.create_run(
                 experiment_id,
-                run_name=str(cfg.tracking.run_name or default_run_name(cfg)),
+                run_name=str(cfg.tracking.run_name or default_run_name(cfg, env)),
                 tags=dict(tags),
             )
             self.run_id = run.info.run_id
         else:
             self.set_tags(tags)
-        params = flatten(resolved_config(cfg))
+        params = flatten(resolved_config(cfg, env))
         self._log_batch(params=[Param(k, v[:6000]) for k, v in sorted(params.items())])
         return self.run_id
 
@@ -164,31 +179,40 @@ class RunTracker:
     ) -> None:
         if self.client is None or not self.run_id:
             return
-        for entries, kind in ((metrics, "metrics"), (params, "params"), (tags, "tags")):
-            entries = entries or []
-            for start in range(0, len(entries), _BATCH_LIMIT):
-                self.client.log_batch(self.run_id, **{kind: entries[start : start + _BATCH_LIMIT]})
+        client, run_id = self.client, self.run_id
+        for chunk in _chunks(metrics or []):
+            client.log_batch(run_id, metrics=chunk)
+        for param_chunk in _chunks(params or []):
+            client.log_batch(run_id, params=param_chunk)
+        for tag_chunk in _chunks(tags or []):
+            client.log_batch(run_id, tags=tag_chunk)
 
 
-def contract_tags(cfg: DictConfig, throughput_unit: str) -> dict[str, str]:
+def _chunks(entries: list[T]) -> list[list[T]]:
+    """`entries` in slices of at most what one log_batch call accepts."""
+    return [entries[start : start + _BATCH_LIMIT] for start in range(0, len(entries), _BATCH_LIMIT)]
+
+
+def contract_tags(cfg: DictConfig, env: RunEnvironment, throughput_unit: str) -> dict[str, str]:
+    """The tags every run carries from its creation (reports and sweeps filter on them)."""
     tags = {
-        "t4bench.model": str(cfg.model.name),
-        "t4bench.hw": str(cfg.hw.name),
-        "t4bench.hw_count": str(cfg.hw.count),
-        "t4bench.scale": str(cfg.scale.name),
-        "t4bench.data": "synthetic" if cfg.data.synthetic else "real",
-        "t4bench.framework": str(cfg.model.framework),
-        "t4bench.throughput_unit": throughput_unit,
-        "t4bench.seed": str(cfg.seed),
-        "t4bench.outcome": "running",
+        names.MODEL: str(cfg.model.name),
+        names.HW: str(env.hw.name),
+        names.HW_COUNT: str(env.world_size),
+        names.SCALE: str(cfg.scale.name),
+        names.DATA: "synthetic" if cfg.data.synthetic else "real",
+        names.FRAMEWORK: str(cfg.model.framework),
+        names.THROUGHPUT_UNIT: throughput_unit,
+        names.SEED: str(cfg.seed),
+        names.OUTCOME: names.OUTCOME_RUNNING,
     }
-    tags.update({f"t4bench.version.{k}": v for k, v in software_versions().items()})
+    tags.update({f"{names.VERSION_PREFIX}{k}": v for k, v in software_versions().items()})
     commit = git_commit()
     if commit:
-        tags["mlflow.source.git.commit"] = commit
+        tags[names.MLFLOW_GIT_COMMIT] = commit
     if cfg.tracking.sweep_id:
-        tags["t4bench.sweep_id"] = str(cfg.tracking.sweep_id)
+        tags[names.SWEEP_ID] = str(cfg.tracking.sweep_id)
     if cfg.tracking.parent_run_id:
-        tags["mlflow.parentRunId"] = str(cfg.tracking.parent_run_id)
+        tags[names.MLFLOW_PARENT_RUN_ID] = str(cfg.tracking.parent_run_id)
     tags.update({str(k): str(v) for k, v in (cfg.tracking.tags or {}).items()})
     return tags

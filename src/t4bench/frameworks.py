@@ -1,0 +1,117 @@
+"""The seam between the framework-neutral part of a rank (`t4bench.rank`: MLflow run, MLPerf log,
+telemetry, progress, Python/NumPy seeds) and a framework's training.
+
+A framework plugs in with one function, `join(cfg, env) -> RankSession`, named in `ENTRIES` under
+the framework a benchmark declares (`model.framework` in conf/model/<model>.yaml). Nothing here
+imports a framework: `join` imports only the entry of the run's framework, so a TensorFlow run
+never loads torch and a PyTorch run never loads TensorFlow.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from t4bench.errors import T4BenchError
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from t4bench.benchmark import Benchmark
+    from t4bench.mlperf import MLPerfLog
+    from t4bench.progress import ProgressReporter
+    from t4bench.run_env import RunEnvironment
+
+T = TypeVar("T")
+
+#: model.framework -> "module:function" returning a RankSession
+ENTRIES = {
+    "pytorch": "t4bench.torch_rank:join",
+    "tensorflow": "t4bench.tf.rank:join",
+}
+
+
+class EpochLogger(Protocol):
+    def log_epoch(self, epoch: int, metrics: Mapping[str, float]) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunServices:
+    """What the neutral part hands the framework's training loop (rank 0's are live, the other
+    ranks' are no-ops)."""
+
+    #: MLPerf log: the loop writes INIT_STOP, RUN_START, EPOCH_*, EVAL_*, RUN_STOP; RUN_START and
+    #: RUN_STOP also bound telemetry's energy window, so a loop must write them
+    mlperf: MLPerfLog
+    progress: ProgressReporter
+    #: per-epoch metrics (step = epoch): train_loss, throughput, epoch_time_s, eval_quality, eval_<name>
+    logger: EpochLogger
+    #: cfg.callbacks, instantiated (objects with `on_epoch_end(epoch, metrics)`; rank 0 only)
+    callbacks: Sequence[Any]
+    #: time.perf_counter() when the rank started (init time is reported from it)
+    init_started: float
+
+
+class TrainResult(Protocol):
+    """What training returns (`t4bench.loop.RunResult` is one)."""
+
+    #: one of mlflow_names.OUTCOME_* (converged, not_converged, diverged, pruned, throughput_only)
+    outcome: str
+    epochs_run: int
+    epochs_to_converge: int | None
+    time_to_train_s: float
+    avg_throughput: float
+    #: eval_<name> -> value of the last evaluation
+    final_quality: dict[str, float]
+
+    @property
+    def converged(self) -> bool: ...
+
+
+class RankSession(Protocol):
+    """One rank of a framework, joined to its group (made by the framework's `join`)."""
+
+    def broadcast(self, obj: T) -> T:
+        """Rank 0's picklable object on every rank (the MLflow run id, the output directory)."""
+        ...
+
+    def tags(self) -> dict[str, str]:
+        """t4bench.device, t4bench.dist_backend and t4bench.threads as this framework set them."""
+        ...
+
+    def seed(self, seed: int) -> None:
+        """Seed the framework's generators (Python's and NumPy's are seeded already)."""
+        ...
+
+    def train(self, bench_cls: type[Benchmark], services: RunServices) -> TrainResult:
+        """Build the benchmark (MLPerf init) and train it to the target, or measure throughput for
+        `data.synthetic`; exceptions propagate (the run is then closed FAILED or KILLED)."""
+        ...
+
+    def close(self) -> None:
+        """Leave the group after a finished run."""
+        ...
+
+
+Join = Callable[["DictConfig", "RunEnvironment"], RankSession]
+
+
+def entry(framework: str) -> Join:
+    """The `join` function of `framework`, imported now."""
+    spec = ENTRIES.get(framework)
+    if spec is None:
+        raise T4BenchError(f"model.framework={framework!r}: choose one of {', '.join(ENTRIES)}")
+    module_name, _, function = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise T4BenchError(f"model.framework={framework}: {module_name} cannot be imported ({err})") from err
+    join: Join = getattr(module, function)
+    return join
+
+
+def join(cfg: DictConfig, env: RunEnvironment) -> RankSession:
+    """Join this rank's group with the framework the benchmark declares (`cfg.model.framework`)."""
+    return entry(str(cfg.model.get("framework", "pytorch")))(cfg, env)

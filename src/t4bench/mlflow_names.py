@@ -1,0 +1,88 @@
+"""The MLflow contract: every tag, metric and outcome name a t4bench run writes and reports,
+sweeps and the UI read. One place, so a rename is one edit and a typo is a NameError, not a
+silently missing column.
+
+Values are plain strings (MLflow's own types); nothing here imports MLflow.
+"""
+
+from __future__ import annotations
+
+# --- tags: what was run ---------------------------------------------------------------------
+MODEL = "t4bench.model"
+HW = "t4bench.hw"
+HW_COUNT = "t4bench.hw_count"
+SCALE = "t4bench.scale"
+DATA = "t4bench.data"
+FRAMEWORK = "t4bench.framework"
+THROUGHPUT_UNIT = "t4bench.throughput_unit"
+SEED = "t4bench.seed"
+OUTCOME = "t4bench.outcome"
+SWEEP_ID = "t4bench.sweep_id"
+#: prefix of the software version tags: t4bench.version.<package>
+VERSION_PREFIX = "t4bench.version."
+
+# --- tags: where it ran ---------------------------------------------------------------------
+WORLD_SIZE = "t4bench.world_size"
+GLOBAL_BATCH_SIZE = "t4bench.global_batch_size"
+DIST_BACKEND = "t4bench.dist_backend"
+LAUNCHER = "t4bench.launcher"
+DEVICE = "t4bench.device"
+THREADS = "t4bench.threads"
+PRECISION = "t4bench.precision"
+HW_REQUESTED = "t4bench.hw_requested"
+HW_DETECTED = "t4bench.hw_detected"
+HW_DETECTED_SOURCE = "t4bench.hw_detected_source"
+HW_MISMATCH = "t4bench.hw_mismatch"
+#: prefix of the hardware profile's facts: t4bench.hw_profile.<memory_gb|peak_tflops|...>
+HW_PROFILE_PREFIX = "t4bench.hw_profile."
+#: "on: ..." or "off: <reason>"
+TELEMETRY = "t4bench.telemetry"
+#: prefix of the GPU inventory tags: t4bench.gpu.<names|driver|pcie|...>
+GPU_PREFIX = "t4bench.gpu."
+
+# --- tags MLflow itself defines ---------------------------------------------------------------
+MLFLOW_PARENT_RUN_ID = "mlflow.parentRunId"
+MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"
+
+# --- values of OUTCOME ----------------------------------------------------------------------
+OUTCOME_RUNNING = "running"
+OUTCOME_CONVERGED = "converged"
+OUTCOME_NOT_CONVERGED = "not_converged"
+OUTCOME_DIVERGED = "diverged"
+OUTCOME_PRUNED = "pruned"
+OUTCOME_THROUGHPUT_ONLY = "throughput_only"
+OUTCOME_FAILED = "failed"
+OUTCOME_KILLED = "killed"
+
+# --- metrics ----------------------------------------------------------------------------------
+# per epoch (step = epoch)
+EVAL_QUALITY = "eval_quality"
+#: prefix of each quality metric of the benchmark: eval_<name>
+EVAL_PREFIX = "eval_"
+TRAIN_LOSS = "train_loss"
+EPOCH_TIME_S = "epoch_time_s"
+THROUGHPUT = "throughput"
+# once per run
+EPOCHS_TO_CONVERGE = "epochs_to_converge"
+EPOCHS_RUN = "epochs_run"
+TIME_TO_TRAIN_S = "time_to_train_s"
+CONVERGED = "converged"
+AVG_THROUGHPUT = "avg_throughput"
+GLOBAL_BATCH_SIZE_METRIC = "global_batch_size"
+WORLD_SIZE_METRIC = "world_size"
+# telemetry summary (GPU runs)
+ENERGY_TO_TRAIN_KJ = "energy_to_train_kj"
+AVG_POWER_W = "avg_power_w"
+MAX_TEMP_C = "max_temp_c"
+THROTTLED_FRACTION = "throttled_fraction"
+#: prefix of the per-GPU telemetry series: telemetry.gpu<i>.<field>
+TELEMETRY_SERIES_PREFIX = "telemetry.gpu"
+
+# --- artifacts --------------------------------------------------------------------------------
+RESOLVED_CONFIG_FILE = "resolved_config.yaml"
+MLPERF_LOG_FILE = "mlperf.log"
+
+# --- MLflow run statuses (RunStatus names) ----------------------------------------------------
+FINISHED = "FINISHED"
+FAILED = "FAILED"
+KILLED = "KILLED"

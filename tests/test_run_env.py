@@ -1,0 +1,231 @@
+"""The run environment (issue 12): one function reads every launcher's variables, one builds the
+immutable RunEnvironment from them and the composed config, which stays as Hydra composed it.
+
+The launcher variables are the input here, so the tests hand them in as a mapping (and once through
+the real os.environ); the hardware detection is handed in as a `Found`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+
+import pytest
+from conftest import REPO
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ReadonlyConfigError
+
+from t4bench import hardware, run_env
+from t4bench.errors import T4BenchError
+from t4bench.run_env import Launched
+
+CPU_HOST = hardware.Found((), "none", "NVML Shared Library Not Found", "no CUDA driver: libcuda.so.1 not found")
+H200_X2 = hardware.Found(("NVIDIA H200",) * 2, "nvml")
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        pytest.param({}, Launched(), id="plain"),
+        pytest.param(
+            {
+                "TORCHELASTIC_RUN_ID": "x",
+                "RANK": "3",
+                "WORLD_SIZE": "4",
+                "LOCAL_RANK": "1",
+                "LOCAL_WORLD_SIZE": "2",
+                "MASTER_ADDR": "node0",
+                "MASTER_PORT": "29500",
+            },
+            Launched("torchrun", 3, 4, 1, 2, "node0", 29500),
+            id="torchrun",
+        ),
+        pytest.param(
+            {"HOROVOD_RANK": "1", "HOROVOD_SIZE": "2", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_LOCAL_SIZE": "2"},
+            Launched("horovodrun", 1, 2, 1, 2),
+            id="horovodrun-gloo",
+        ),
+        pytest.param(
+            {
+                "OMPI_COMM_WORLD_RANK": "2",
+                "OMPI_COMM_WORLD_SIZE": "4",
+                "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+                "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+            },
+            Launched("mpirun", 2, 4, 0, 2),
+            id="horovodrun-mpi-or-openmpi",
+        ),
+        pytest.param(
+            {"PMI_RANK": "5", "PMI_SIZE": "8", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "4"},
+            Launched("mpirun", 5, 8, 1, 4),
+            id="pmi-mpich",
+        ),
+        pytest.param(  # srun --mpi=pmi2: PMI names the rank, only SLURM the local one
+            {
+                "PMI_RANK": "3",
+                "PMI_SIZE": "4",
+                "SLURM_PROCID": "3",
+                "SLURM_NTASKS": "4",
+                "SLURM_LOCALID": "1",
+                "SLURM_NTASKS_PER_NODE": "2",
+                "MASTER_ADDR": "gpu01",
+                "MASTER_PORT": "1234",
+            },
+            Launched("mpirun", 3, 4, 1, 2, "gpu01", 1234),
+            id="pmi-srun",
+        ),
+        pytest.param(
+            {
+                "SLURM_PROCID": "2",
+                "SLURM_NTASKS": "4",
+                "SLURM_LOCALID": "0",
+                "SLURM_NTASKS_PER_NODE": "2(x2)",
+                "SLURM_JOB_NODELIST": "gpu[01-02]",
+                "SLURM_JOB_ID": "12345",
+            },
+            Launched("slurm", 2, 4, 0, 2, None, 20000 + 12345, "gpu[01-02]"),
+            id="slurm",
+        ),
+        pytest.param({"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_LOCALID": "0"}, Launched(), id="slurm-one-task"),
+        pytest.param(  # torchrun inside a SLURM allocation: torchrun's ranks, not the allocation's
+            {
+                "SLURM_PROCID": "0",
+                "SLURM_NTASKS": "1",
+                "TORCHELASTIC_RUN_ID": "x",
+                "RANK": "1",
+                "WORLD_SIZE": "2",
+                "LOCAL_RANK": "1",
+                "LOCAL_WORLD_SIZE": "2",
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": "29400",
+            },
+            Launched("torchrun", 1, 2, 1, 2, "127.0.0.1", 29400),
+            id="torchrun-in-slurm",
+        ),
+        pytest.param(  # no local size given: all ranks on this host
+            {"HOROVOD_RANK": "0", "HOROVOD_SIZE": "2"},
+            Launched("horovodrun", 0, 2, 0, 2),
+            id="no-local-size",
+        ),
+    ],
+)
+def test_read_launcher(environ: dict[str, str], expected: Launched) -> None:
+    assert run_env.read_launcher(environ) == expected
+
+
+def test_a_bad_launcher_variable_is_one_line() -> None:
+    with pytest.raises(T4BenchError, match=r"^WORLD_SIZE='two': a launcher variable must be a whole number$"):
+        run_env.read_launcher({"WORLD_SIZE": "two", "RANK": "0"})
+
+
+def test_the_process_environment_is_the_default_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("WORLD_SIZE", "HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"):
+        monkeypatch.delenv(var, raising=False)
+    assert run_env.launched_rank() == 0
+    monkeypatch.setenv("SLURM_PROCID", "3")
+    monkeypatch.setenv("SLURM_NTASKS", "4")
+    assert run_env.launched_rank() == 3
+
+
+def composed(hw: str = "cpu", dist: str = "ddp", **hw_keys: object) -> DictConfig:
+    """The parts of a composed config the run environment reads, from the real conf/ files."""
+    node = hardware.load_profile(hw)
+    for key, value in hw_keys.items():
+        node[key] = value
+    cfg = OmegaConf.create({"hw": node, "dist": OmegaConf.load(REPO / "conf" / "dist" / f"{dist}.yaml")})
+    assert isinstance(cfg, DictConfig)
+    return cfg
+
+
+def test_hw_count_without_a_launcher_spawns() -> None:
+    cfg = composed(count=2)
+    env = run_env.resolve(cfg, {}, CPU_HOST)
+    assert (env.launcher, env.spawn, env.world_size, env.local_world_size) == ("elastic_launch", True, 2, 2)
+    assert (env.device_kind, env.process_group, env.dist_backend) == ("cpu", "gloo", "ddp")
+    # two ranks share this host's cores unless OMP_NUM_THREADS decides
+    assert env.threads == max(1, hardware.host_cores() // 2)
+    assert run_env.resolve(cfg, {"OMP_NUM_THREADS": "1"}, CPU_HOST).threads is None
+    assert run_env.resolve(composed("cpu", "horovod", count=2), {}, CPU_HOST).launcher == "horovod.run"
+    single = run_env.resolve(composed(), {}, CPU_HOST)
+    assert (single.launcher, single.spawn, single.world_size, single.rank) == ("none", False, 1, 0)
+
+
+def test_an_outer_launcher_decides_the_rank_count_and_the_config_stays() -> None:
+    cfg = composed()
+    torchrun = {
+        "TORCHELASTIC_RUN_ID": "x",
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+        "LOCAL_RANK": "1",
+        "LOCAL_WORLD_SIZE": "2",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "29400",
+    }
+    env = run_env.resolve(cfg, torchrun, CPU_HOST)
+    assert (env.launcher, env.spawn, env.rank, env.world_size, env.local_rank) == ("torchrun", False, 1, 2, 1)
+    assert env.outer_launcher and not env.is_main
+    assert env.hw.count == 2 and env.requested_count == 1
+    assert cfg.hw.count == 1  # the composed config is not changed
+    with pytest.raises(T4BenchError, match=r"hw.count=3 but the launcher started 2 ranks"):
+        run_env.resolve(composed(count=3), torchrun, CPU_HOST)
+
+
+def test_auto_resolves_into_the_environment_only() -> None:
+    cfg = composed("auto")
+    env = run_env.resolve(cfg, {}, H200_X2)
+    assert (env.hw.name, env.hw.requested, env.hw.precision) == ("h200", "auto", "bf16")
+    assert (env.device_kind, env.process_group) == ("cuda", "nccl")
+    assert env.tags["t4bench.hw_requested"] == "auto" and env.tags["t4bench.hw_detected"] == "2x NVIDIA H200"
+    assert cfg.hw.name == "auto" and "requested" not in cfg.hw
+
+
+def test_a_gpu_profile_without_cuda_trains_on_cpu_only_when_not_strict() -> None:
+    with pytest.raises(T4BenchError, match="hw=t4 asks for 1x NVIDIA T4, but this machine has no NVIDIA GPU"):
+        run_env.resolve(composed("t4"), {}, CPU_HOST)
+    env = run_env.resolve(composed("t4", strict=False), {}, CPU_HOST)
+    assert env.device_kind == "cpu" and env.process_group == "gloo"
+    assert env.tags["t4bench.device"] == "cpu (no CUDA here; hw.strict=false)"
+    assert "no NVIDIA GPU" in env.tags["t4bench.hw_mismatch"]
+
+
+def test_bad_backend_and_threads_fail_before_anything_starts() -> None:
+    cfg = composed()
+    cfg.dist.backend = "mpi"
+    with pytest.raises(T4BenchError, match=r"dist.backend='mpi': choose ddp or horovod"):
+        run_env.resolve(cfg, {}, CPU_HOST)
+    with pytest.raises(T4BenchError, match=r"^hw.threads=0"):
+        run_env.resolve(composed(threads=0), {}, CPU_HOST)
+
+
+def test_a_spawned_rank_takes_its_place_from_the_launcher() -> None:
+    parent = run_env.resolve(composed(count=2), {}, CPU_HOST)
+    shipped = pickle.loads(pickle.dumps(parent))  # what the elastic launcher hands each rank
+    rank = shipped.for_spawned_rank(
+        {
+            "TORCHELASTIC_RUN_ID": "t4bench-x",
+            "RANK": "1",
+            "WORLD_SIZE": "2",
+            "LOCAL_RANK": "1",
+            "LOCAL_WORLD_SIZE": "2",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": "29400",
+        }
+    )
+    assert (rank.launcher, rank.rank, rank.local_rank, rank.world_size, rank.spawn) == (
+        "elastic_launch",
+        1,
+        1,
+        2,
+        False,
+    )
+    assert not rank.outer_launcher
+    with pytest.raises(T4BenchError, match="sees 4 ranks, 2 were started"):
+        shipped.for_spawned_rank({"WORLD_SIZE": "4", "RANK": "0"})
+
+
+def test_the_environment_is_immutable() -> None:
+    env = run_env.resolve(composed(), {}, CPU_HOST)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        env.rank = 1  # type: ignore[misc]
+    with pytest.raises(ReadonlyConfigError):
+        env.hw.count = 4
