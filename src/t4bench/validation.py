@@ -18,7 +18,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from t4bench import hardware
+from t4bench import hardware, run_env
 from t4bench.errors import T4BenchError
 
 _ABSENT = object()
@@ -252,7 +252,7 @@ def check_host(cfg: DictConfig) -> None:
     """hw.count against what this host holds. GPU counts are hardware.check's (it knows the
     profile); here: CPU ranks, also a GPU profile falling back to the CPU (hw.strict=false)."""
     count = int(cfg.hw.count)
-    if count <= 1 or hardware.outer_world_size() > 1:  # under a launcher, it placed the ranks
+    if count <= 1 or run_env.read_launcher(os.environ).world_size > 1:  # under a launcher, it placed the ranks
         return
     if str(cfg.hw.name) != "cpu" and hardware.detect().gpus:
         return
