@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Issue 15 measurements on one GPU, from the repo root (run by scripts/gpu_session.sh, or with src/
+# and the dependencies importable). Parts (PARTS, space-separated, default all but suite):
+#   ding      where Transformer scale=ding's first epoch goes (benchmarks/first_epoch.py, 3 epochs)
+#   ncf_mini  mini NCF to its target, hw=h200: perf=default vs GPU-resident data + whole-step graph
+#   variants  perf option sets per model through the loop's Trainer (benchmarks/perf_variants.py)
+#   suite     benchmarks/gpu_suite.py (all six models; CSV under benchmarks/results/, copied to $OUT)
+# Each part has its own time limit, so one hung part cannot take the others' figures with it.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+HW=${HW:-h200}
+PARTS=${PARTS:-ding ncf_mini variants}
+dest=${OUT:-/tmp/t4bench_gpu_perf}
+mkdir -p "$dest"
+export MLFLOW_TRACKING_URI="sqlite:///$dest/perf.db"
+part() { [[ " $PARTS " == *" $1 "* ]]; }
+
+if part ding; then
+  echo "== ding: Transformer first epoch vs later ones"
+  timeout 150 $PY benchmarks/first_epoch.py --epochs 3 model=transformer scale=ding "hw=$HW" ${DING_ARGS:-}
+fi
+
+if part ncf_mini; then
+  echo "== ncf_mini: time to train, hw=$HW"
+  for perf in default "$HW"; do
+    bench=() && [[ $perf != default ]] && bench=(model.benchmark=t4bench.ncf_gpu.GpuResidentNCF)
+    started=$(date +%s%N)
+    timeout 120 $PY -m t4bench model=ncf "hw=$HW" "+perf=$perf" "${bench[@]}" progress=plain \
+      "hydra.run.dir=$dest/ncf_$perf" >"$dest/ncf_mini_$perf.log" 2>&1
+    echo "ncf mini perf=$perf: exit $? after $(( ($(date +%s%N) - started) / 1000000 )) ms wall"
+    grep -E '^(init|epoch)|time_to_train|outcome|epochs_to_converge|hr_at_10' "$dest/ncf_mini_$perf.log" | cut -c1-160
+  done
+fi
+
+if part variants; then
+  echo "== variants"
+  steps=(--steps "${STEPS:-20}" --warmup "${WARMUP:-5}" --hw "$HW")
+  F=perf.optimizer_impl=fused
+  timeout 200 $PY benchmarks/perf_variants.py resnet50 "" "$F" "$F perf.compile=true" \
+    "$F perf.compile=true perf.cuda_graphs=true" "${steps[@]}"
+  timeout 120 $PY benchmarks/perf_variants.py transformer "" "$F" "$F perf.compile=true" "${steps[@]}"
+  timeout 100 $PY benchmarks/perf_variants.py ssd "" "$F perf.compile=true perf.compile_modules=[backbone]" "${steps[@]}"
+  timeout 60 $PY benchmarks/perf_variants.py ncf "" "$F" "$F perf.cuda_graphs=true" "${steps[@]}"
+fi
+
+if part suite; then
+  echo "== suite"
+  # shellcheck disable=SC2086  # SUITE_ARGS is a word list on purpose
+  timeout "${SUITE_LIMIT:-560}" $PY benchmarks/gpu_suite.py --hw "$HW" ${SUITE_ARGS:-}
+  cp benchmarks/results/gpu_suite_*.csv "$dest/" 2>/dev/null || true
+fi
