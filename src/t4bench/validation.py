@@ -254,7 +254,10 @@ def check_host(cfg: DictConfig) -> None:
     count = int(cfg.hw.count)
     if count <= 1 or run_env.read_launcher(os.environ).world_size > 1:  # under a launcher, it placed the ranks
         return
-    if str(cfg.hw.name) != "cpu" and hardware.detect().gpus:
+    name = str(cfg.hw.name)
+    if name not in ("cpu", "auto") and bool(cfg.hw.get("strict", True)):
+        return  # hardware.check says which GPUs are missing; hw.strict=false falls back to the CPU
+    if name != "cpu" and hardware.detect().gpus:
         return
     limit, why = max_cpu_ranks(cfg)
     if count > limit:
