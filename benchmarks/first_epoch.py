@@ -24,9 +24,8 @@ import torch
 from harness_overhead import CONF, run_context, synchronize
 from hydra import compose, initialize_config_dir
 
-from t4bench import seeding
+from t4bench.benchmark import benchmark_class
 from t4bench.loop import Trainer
-from t4bench.runner import benchmark_class
 
 
 def timed_epoch(trainer: Trainer, bench, epoch: int, seen: set[tuple[int, ...]]) -> dict[str, float]:
@@ -108,7 +107,7 @@ def main(argv: list[str]) -> None:
                 ],
             )
         ctx = run_context(cfg, Path(str(cfg.paths.data_root)))
-        seeding.seed_everything(int(cfg.seed))
+        torch.manual_seed(int(cfg.seed))
         started = time.perf_counter()
         bench = benchmark_class(cfg)(cfg, ctx)
         trainer = Trainer(bench, cfg, ctx)

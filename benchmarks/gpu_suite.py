@@ -35,7 +35,7 @@ from harness_overhead import run_context, synchronize, synthetic_config, t4bench
 from torch.utils.flop_counter import FlopCounterMode
 
 from t4bench import optim
-from t4bench.runner import benchmark_class
+from t4bench.benchmark import benchmark_class
 
 MODELS = ("resnet50", "ssd", "maskrcnn", "gnmt", "ncf", "transformer")
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -60,6 +60,7 @@ class SuiteRow:
     gpu: str
     torch: str
     date: str
+    notes: str = ""
 
     def flop_fraction(self, throughput: float) -> float:
         """Counted FLOP/s at `throughput` over the measured matmul peak."""
@@ -139,6 +140,20 @@ def perf_override(cfg, choice: str) -> str:
     return f"perf={choice}" if "perf" in cfg else f"+perf={choice}"
 
 
+def harness_run(model: str, overrides: list[str], out: Path, notes: list[str]) -> dict[str, float]:
+    """One `python -m t4bench` run's metrics; a failed run is NaN with its last error line in `notes`
+    (one failing option set must not cost the other models' figures)."""
+    label = overrides[-1]
+    try:
+        metrics = t4bench_metrics(overrides, out)
+    except SystemExit as failure:
+        notes.append(f"{label} failed: {str(failure)[-200:]}")
+        print(f"  {model}: t4bench {label} FAILED: {failure}", flush=True)
+        return {"avg_throughput": math.nan, "train_loss": math.nan}
+    print(f"  {model}: t4bench {label} {metrics['avg_throughput']:,.1f} (loss {metrics['train_loss']:.4g})", flush=True)
+    return metrics
+
+
 def measure(model: str, args: argparse.Namespace, out: Path, peak: float, gpu: str) -> SuiteRow:
     overrides = [
         f"model={model}",
@@ -151,17 +166,17 @@ def measure(model: str, args: argparse.Namespace, out: Path, peak: float, gpu: s
         overrides.append(f"model.batch_size={args.batch}")
     overrides += args.overrides
     cfg = synthetic_config(overrides, out)
-    same = t4bench_metrics([*overrides, perf_override(cfg, "default")], out)
-    print(f"  {model}: t4bench perf=default {same['avg_throughput']:,.1f} (loss {same['train_loss']:.4g})", flush=True)
+    notes: list[str] = []
+    same = harness_run(model, [*overrides, perf_override(cfg, "default")], out, notes)
     best = {"avg_throughput": math.nan, "train_loss": math.nan}
     if args.best != "none":
-        best = t4bench_metrics([*overrides, perf_override(cfg, args.best)], out)
-        print(
-            f"  {model}: t4bench perf={args.best} {best['avg_throughput']:,.1f} (loss {best['train_loss']:.4g})",
-            flush=True,
-        )
+        best = harness_run(model, [*overrides, perf_override(cfg, args.best)], out, notes)
     ctx = run_context(cfg, out)
-    bare, bare_loss, units, gflop = bare_eager(cfg, ctx)
+    try:
+        bare, bare_loss, units, gflop = bare_eager(cfg, ctx)
+    except (RuntimeError, ValueError) as failure:  # e.g. out of memory: keep the harness figures
+        notes.append(f"bare loop failed: {str(failure).splitlines()[0][:200]}")
+        bare, bare_loss, units, gflop = math.nan, math.nan, 0, math.nan
     print(f"  {model}: bare eager {bare:,.1f} (loss {bare_loss:.4g}), {gflop:,.1f} GFLOP/step", flush=True)
     return SuiteRow(
         model=model,
@@ -181,6 +196,7 @@ def measure(model: str, args: argparse.Namespace, out: Path, peak: float, gpu: s
         gpu=gpu,
         torch=torch.__version__,
         date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
+        notes="; ".join(notes),
     )
 
 
@@ -243,18 +259,18 @@ def main(argv: list[str]) -> None:
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     peak = matmul_peak_tflops(device)
     print(f"{gpu}, torch {torch.__version__}: measured matmul peak {peak:,.1f} TFLOP/s", flush=True)
-    rows = []
+    slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
+    path = args.csv or RESULTS / f"gpu_suite_{slug}_{dt.date.today().isoformat()}.csv"
+    rows: list[SuiteRow] = []
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(os.environ.get("SUITE_WORK", tmp))
         out.mkdir(parents=True, exist_ok=True)
         for model in args.models:
             rows.append(measure(model, args, out, peak, gpu))
+            write_csv(rows, path)  # after every model: a run cut short keeps the rows it finished
             gc.collect()  # free the bare loop's model before the next subprocess
             if device.type == "cuda":
                 torch.cuda.empty_cache()
-    slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
-    path = args.csv or RESULTS / f"gpu_suite_{slug}_{dt.date.today().isoformat()}.csv"
-    write_csv(rows, path)
     print(f"wrote {path}")
     from suite_table import markdown
 

@@ -26,9 +26,9 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from t4bench import hardware, optim
+from t4bench import optim
+from t4bench.benchmark import benchmark_class
 from t4bench.context import RunContext
-from t4bench.runner import benchmark_class
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -99,8 +99,10 @@ def t4bench_metrics(overrides: list[str], out: Path) -> dict[str, float]:
 
 
 def run_context(cfg: DictConfig, data_root: Path) -> RunContext:
-    """The context `t4bench.rank.run_rank` would build for one rank (same device, precision, layout)."""
-    device = hardware.device_for(cfg, 0)
+    """The context a single-rank run builds (t4bench.torch_rank.run_context): cuda:0 for a GPU
+    profile, the profile's precision, the model's memory format."""
+    on_gpu = str(cfg.hw.name) != "cpu" and torch.cuda.is_available()
+    device = torch.device("cuda", 0) if on_gpu else torch.device("cpu")
     return RunContext(
         device=device,
         precision=str(cfg.hw.precision),
@@ -109,7 +111,7 @@ def run_context(cfg: DictConfig, data_root: Path) -> RunContext:
         local_rank=0,
         seed=int(cfg.seed),
         data_root=data_root,
-        channels_last=bool(cfg.model.get("channels_last", False)) and device.type == "cuda",
+        channels_last=bool(cfg.model.get("channels_last", False)) and on_gpu,
     )
 
 

@@ -23,9 +23,9 @@ from pathlib import Path
 import torch
 from harness_overhead import run_context, synchronize, synthetic_config
 
+from t4bench.benchmark import benchmark_class
 from t4bench.loop import Trainer
 from t4bench.progress import ProgressReporter
-from t4bench.runner import benchmark_class
 
 
 def measure(model: str, variant: str, args: argparse.Namespace, out: Path) -> tuple[float, float, float]:

@@ -23,10 +23,14 @@ MODELS = ("gnmt", "transformer")
 
 
 def table(results: list[Comparison]) -> str:
-    rows = [f"{'model':12s} {'batch':>5s} {'prec':5s} {'device':7s} {'t4bench tok/s':>14s} "
-            f"{'bare tok/s':>12s} {'ratio':>6s}"]
-    rows += [f"{r.model:12s} {r.batch:5d} {r.precision:5s} {r.device:7s} {r.t4bench:14,.0f} "
-             f"{r.bare:12,.0f} {r.ratio:6.3f}" for r in results]
+    rows = [
+        f"{'model':12s} {'batch':>5s} {'prec':5s} {'device':7s} {'t4bench tok/s':>14s} "
+        f"{'bare tok/s':>12s} {'ratio':>6s}"
+    ]
+    rows += [
+        f"{r.model:12s} {r.batch:5d} {r.precision:5s} {r.device:7s} {r.t4bench:14,.0f} {r.bare:12,.0f} {r.ratio:6.3f}"
+        for r in results
+    ]
     return "\n".join(rows)
 
 
@@ -41,8 +45,11 @@ def main(argv: list[str]) -> int:
         for precision in args.precisions.split(","):
             with tempfile.TemporaryDirectory() as tmp:
                 result = compare([f"model={model}", f"hw.precision={precision}", *overrides], Path(tmp))
-            print(f"{result.model} {result.precision}: t4bench {result.t4bench:,.0f}, bare {result.bare:,.0f} "
-                  f"{result.unit}", flush=True)
+            print(
+                f"{result.model} {result.precision}: t4bench {result.t4bench:,.0f}, bare {result.bare:,.0f} "
+                f"{result.unit}",
+                flush=True,
+            )
             results.append(result)
     print(table(results))
     if args.json:

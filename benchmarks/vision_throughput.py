@@ -20,7 +20,6 @@ import tempfile
 from pathlib import Path
 
 import torch
-
 from harness_overhead import Comparison, compare
 
 MODELS = ("resnet50", "ssd", "maskrcnn")
@@ -31,14 +30,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--hw", default=None, help="hardware profile for cuda (default h200); cpu uses hw=cpu")
-    parser.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default=None,
-                        help="default: bf16 on cuda, fp32 on cpu")
+    parser.add_argument(
+        "--precision", choices=("fp32", "fp16", "bf16"), default=None, help="default: bf16 on cuda, fp32 on cpu"
+    )
     parser.add_argument("--batch", type=int, default=None, help="per-GPU batch (default: each reference config's)")
     parser.add_argument("--steps", type=int, default=30, help="timed steps")
     parser.add_argument("--warmup", type=int, default=5, help="untimed warm-up steps")
-    parser.add_argument("--out", type=Path, default=Path(os.environ["OUT"]) if os.environ.get("OUT") else None,
-                        help="folder for the MLflow store and Hydra run dirs (default: $OUT or a temporary one)")
-    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every model, e.g. model.channels_last=false")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(os.environ["OUT"]) if os.environ.get("OUT") else None,
+        help="folder for the MLflow store and Hydra run dirs (default: $OUT or a temporary one)",
+    )
+    parser.add_argument(
+        "overrides", nargs="*", help="extra Hydra overrides for every model, e.g. model.channels_last=false"
+    )
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda but torch sees no CUDA device (use --device cpu)")
@@ -50,8 +56,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def overrides_for(model: str, args: argparse.Namespace) -> list[str]:
     hw = "cpu" if args.device == "cpu" else (args.hw or "h200")
     precision = args.precision or ("fp32" if args.device == "cpu" else "bf16")
-    chosen = [f"model={model}", f"hw={hw}", f"hw.precision={precision}",
-              f"data.steps={args.steps}", f"data.warmup_steps={args.warmup}"]
+    chosen = [
+        f"model={model}",
+        f"hw={hw}",
+        f"hw.precision={precision}",
+        f"data.steps={args.steps}",
+        f"data.warmup_steps={args.warmup}",
+    ]
     if args.batch is not None:
         chosen.append(f"model.batch_size={args.batch}")
     return chosen + list(args.overrides)
@@ -64,8 +75,10 @@ def rate(value: float) -> str:
 
 def table(rows: list[Comparison]) -> str:
     lines = [f"{'model':<10} {'batch':>5} {'precision':<9} {'t4bench img/s':>14} {'bare img/s':>11} {'ratio':>6}"]
-    lines += [f"{r.model:<10} {r.batch:>5} {r.precision:<9} {rate(r.t4bench):>14} {rate(r.bare):>11} {r.ratio:>6.3f}"
-              for r in rows]
+    lines += [
+        f"{r.model:<10} {r.batch:>5} {r.precision:<9} {rate(r.t4bench):>14} {rate(r.bare):>11} {r.ratio:>6.3f}"
+        for r in rows
+    ]
     return "\n".join(lines)
 
 

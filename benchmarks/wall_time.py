@@ -29,7 +29,10 @@ def timed(args: list[str], workdir: Path) -> float:
     started = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "t4bench", *args, f"hydra.run.dir={workdir / 'out'}"],
-        cwd=workdir, env=env, check=True, stdout=subprocess.DEVNULL,
+        cwd=workdir,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
     )
     return time.perf_counter() - started
 

@@ -4,16 +4,19 @@
 #   ding      where Transformer scale=ding's first epoch goes (benchmarks/first_epoch.py, 3 epochs)
 #   ncf_mini  mini NCF to its target, hw=h200: perf=default vs GPU-resident data + whole-step graph
 #   variants  perf option sets per model through the loop's Trainer (benchmarks/perf_variants.py)
-#   suite     benchmarks/gpu_suite.py (all six models; CSV under benchmarks/results/, copied to $OUT)
+#   suite     benchmarks/gpu_suite.py (all six models; CSV written to $OUT/gpu_suite.csv after each model)
 # Each part has its own time limit, so one hung part cannot take the others' figures with it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 HW=${HW:-h200}
 PARTS=${PARTS:-ding ncf_mini variants}
+# logs and the suite's CSV in $OUT (what comes back from a lent machine: few files); MLflow store
+# and run folders in WORK
 dest=${OUT:-/tmp/t4bench_gpu_perf}
-mkdir -p "$dest"
-export MLFLOW_TRACKING_URI="sqlite:///$dest/perf.db"
+work=${WORK:-/tmp/t4bench_gpu_perf_work}
+mkdir -p "$dest" "$work"
+export MLFLOW_TRACKING_URI="sqlite:///$work/perf.db" SUITE_WORK="$work/suite"
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 
 if part ding; then
@@ -27,7 +30,7 @@ if part ncf_mini; then
     bench=() && [[ $perf != default ]] && bench=(model.benchmark=t4bench.ncf_gpu.GpuResidentNCF)
     started=$(date +%s%N)
     timeout 120 $PY -m t4bench model=ncf "hw=$HW" "+perf=$perf" "${bench[@]}" progress=plain \
-      "hydra.run.dir=$dest/ncf_$perf" >"$dest/ncf_mini_$perf.log" 2>&1
+      "hydra.run.dir=$work/ncf_$perf" >"$dest/ncf_mini_$perf.log" 2>&1
     echo "ncf mini perf=$perf: exit $? after $(( ($(date +%s%N) - started) / 1000000 )) ms wall"
     grep -E '^(init|epoch)|time_to_train|outcome|epochs_to_converge|hr_at_10' "$dest/ncf_mini_$perf.log" | cut -c1-160
   done
@@ -47,6 +50,5 @@ fi
 if part suite; then
   echo "== suite"
   # shellcheck disable=SC2086  # SUITE_ARGS is a word list on purpose
-  timeout "${SUITE_LIMIT:-560}" $PY benchmarks/gpu_suite.py --hw "$HW" ${SUITE_ARGS:-}
-  cp benchmarks/results/gpu_suite_*.csv "$dest/" 2>/dev/null || true
+  timeout "${SUITE_LIMIT:-560}" $PY benchmarks/gpu_suite.py --hw "$HW" --csv "$dest/gpu_suite.csv" ${SUITE_ARGS:-}
 fi
