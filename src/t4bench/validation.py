@@ -112,6 +112,8 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("seed", Number(integer=True, low=0, high=2**32 - 1)),
     ("max_epochs", POSITIVE_INT),
     ("progress", Choice(("auto", "bar", "plain", "off"))),
+    # the MLPerf round whose reference targets apply (before model.target, which reads it)
+    ("scale.target_version", Choice(("v0_5", "v0_6"))),
     ("data.synthetic", Flag()),
     ("data.steps", POSITIVE_INT),
     ("data.warmup_steps", NON_NEGATIVE_INT),

@@ -156,9 +156,10 @@ class CocoDetection(Dataset):
         self.label_of = {cat: i + 1 for i, cat in enumerate(self.cat_ids)}
         ids = sorted(self.coco.getImgIds())
         if skip_empty:
-            ids = [i for i in ids if self._annotations(i)]
+            kept = [i for i in ids if self._annotations(i)]
+            self._report_skipped(Path(annotations), len(ids) - len(kept))
+            ids = kept
         self.ids = ids[:limit] if limit else ids
-        self._report_skipped(Path(annotations))
         if not self.ids:
             raise DataError(f"{annotations}: no images" + (" with a usable box" if skip_empty else ""))
         missing = [
@@ -171,19 +172,22 @@ class CocoDetection(Dataset):
                 f"{self.images}: {len(missing)} image file(s) named in {annotations} are missing, e.g. {missing[0]}"
             )
 
-    def _report_skipped(self, annotations: Path) -> None:
-        """Crowd and degenerate boxes are not trained on (as in the MLPerf Mask R-CNN reference:
-        crowd regions and boxes under a pixel); say how many, so damaged data does not pass silently."""
-        anns = self.coco.loadAnns(self.coco.getAnnIds(imgIds=self.ids))
+    def _report_skipped(self, annotations: Path, images_dropped: int) -> None:
+        """Training skips crowd and degenerate boxes, and images left without a box, as the MLPerf
+        Mask R-CNN reference does (crowd regions, boxes under a pixel); say how many, so damaged
+        data does not pass silently."""
+        anns = self.coco.dataset["annotations"]
         crowd = sum(1 for a in anns if a.get("iscrowd", 0))
         degenerate = sum(1 for a in anns if not a.get("iscrowd", 0) and is_degenerate(a["bbox"]))
         if crowd or degenerate:
             log.warning(
-                "%s: %d crowd and %d degenerate (width or height under 1 px) boxes of %d skipped",
+                "%s: skipped %d crowd and %d degenerate (width or height under 1 px) boxes of %d, "
+                "and %d images left without a box",
                 annotations,
                 crowd,
                 degenerate,
                 len(anns),
+                images_dropped,
             )
 
     @property

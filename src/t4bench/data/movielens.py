@@ -141,7 +141,7 @@ def _read_table(dataset: str, file: Path) -> Any:
         if bad.any():
             row = int(bad.to_numpy().argmax())
             raw = frame[column].iloc[row]
-            shown = "(empty)" if pd.isna(raw) else repr(raw)
+            shown = "(empty)" if pd.isna(raw) else repr(raw) if isinstance(raw, str) else str(raw)
             # line 1 is the header
             raise DataError(
                 f"{file}:{row + 2}: {name}={shown} is not {'a number' if column == 'timestamp' else 'an integer id'}"

@@ -1,0 +1,369 @@
+"""Bad inputs in-process, each a real file, folder, server or config (issue 17): the loaders,
+probes and config validation raise one `T4BenchError` line naming the file/key and the record."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import http.server
+import json
+import logging
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+from PIL import Image
+
+from t4bench import probe, validation
+from t4bench.data import coco, fashion_mnist, movielens
+from t4bench.data.checks import DataError
+from t4bench.errors import T4BenchError
+
+REPO = Path(__file__).resolve().parents[1]
+HEADER = "user_id:token\titem_id:token\trating:float\ttimestamp:float\n"
+
+
+def one_line(err: pytest.ExceptionInfo[BaseException]) -> str:
+    message = str(err.value)
+    assert "\n" not in message
+    return message
+
+
+# ------------------------------------------------------------------------------ MovieLens
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"", "empty file"),
+        (HEADER.encode(), "header only, no ratings"),
+        ((HEADER + "1\t2\t3\t100\n1\tabc\t3\t101\n").encode(), ":3: item_id:token='abc' is not an integer id"),
+        ((HEADER + "1\t2\t3\t100\n\t2\t3\t101\n").encode(), ":3: user_id:token=(empty) is not an integer id"),
+        ((HEADER + "1\t2.5\t3\t100\n").encode(), ":2: item_id:token=2.5 is not an integer id"),
+        ((HEADER + "1\t2\t3\t100\n1\t2\t3\t4\t5\n").encode(), "Expected 4 fields in line 3, saw 5"),
+        ((HEADER + "1\t2\t3\t100\n").encode() + b"\xff\xfe\t2\t3\t4\n", ":3: not UTF-8 text"),
+        ((HEADER + "1\t2\t3\t100\n1\t3\t3\t101\n2\t2\t1\t5\n").encode(), "user 1 rated all 2 item(s)"),
+        (b"user\titem\n1\t2\n", "no column user_id:token, item_id:token, timestamp:float"),
+    ],
+    ids=["empty", "header-only", "non-numeric", "missing", "fractional", "ragged", "non-utf8", "all-items", "columns"],
+)
+def test_movielens_damaged(tmp_path: Path, content: bytes, expected: str) -> None:
+    file = tmp_path / movielens.ML100K_FILE
+    file.write_bytes(content)
+    with pytest.raises(DataError) as err:
+        movielens.load("movielens-100k", tmp_path)
+    message = one_line(err)
+    assert message.startswith(str(file)) and expected in message, message
+
+
+def test_ml20m_missing_column(tmp_path: Path) -> None:
+    (tmp_path / "ratings.csv").write_text("userId,movieId,rating\n1,2,3\n")
+    with pytest.raises(DataError, match=r"ratings\.csv: no column timestamp"):
+        movielens.load("ml-20m", tmp_path)
+
+
+def test_ml20m_well_formed_loads(tmp_path: Path) -> None:
+    rows = [f"{u},{i},4.0,{1000 + u * 10 + i}" for u in (1, 2, 3) for i in (10, 20, 30)]
+    (tmp_path / "ratings.csv").write_text("userId,movieId,rating,timestamp\n" + "\n".join(rows) + "\n4,40,5,9\n")
+    data = movielens.load("ml-20m", tmp_path)
+    assert (data.num_users, data.num_items) == (4, 4)
+    assert len(data.train_users) == 6  # 10 ratings, one held out per user
+
+
+# ------------------------------------------------------------------------------ COCO
+
+
+def coco_tree(root: Path, *, annotations: list[dict] | None = None, drop: str | None = None) -> Path:
+    """A two-image COCO folder with real PNGs; returns the annotation file."""
+    (root / "images").mkdir(parents=True)
+    images = []
+    for image_id in (1, 2):
+        name = f"{image_id:06d}.png"
+        Image.fromarray(np.full((32, 32, 3), 40 * image_id, dtype=np.uint8)).save(root / "images" / name)
+        images.append({"id": image_id, "file_name": name, "width": 32, "height": 32})
+    anns = (
+        annotations
+        if annotations is not None
+        else [
+            {"id": 1, "image_id": 1, "category_id": 1, "bbox": [2, 2, 10, 10], "area": 100, "iscrowd": 0},
+            {"id": 2, "image_id": 2, "category_id": 2, "bbox": [5, 5, 8, 12], "area": 96, "iscrowd": 0},
+        ]
+    )
+    dataset = {"images": images, "annotations": anns, "categories": [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]}
+    if drop:
+        del dataset[drop]
+    file = root / "instances.json"
+    file.write_text(json.dumps(dataset))
+    return file
+
+
+def test_coco_good_tree_loads(tmp_path: Path) -> None:
+    file = coco_tree(tmp_path)
+    data = coco.CocoDetection(tmp_path / "images", file, skip_empty=True)
+    image, target = data[0]
+    assert image.shape == (3, 32, 32) and target["boxes"].tolist() == [[2.0, 2.0, 12.0, 12.0]]
+
+
+@pytest.mark.parametrize("key", ["annotations", "images", "categories"])
+def test_coco_missing_list(tmp_path: Path, key: str) -> None:
+    file = coco_tree(tmp_path, drop=key)
+    with pytest.raises(DataError) as err:
+        coco.CocoDetection(tmp_path / "images", file)
+    assert f"{file}: no {key!r} list" in one_line(err)
+
+
+@pytest.mark.parametrize(
+    ("ann", "expected"),
+    [
+        (
+            {"id": 7, "image_id": 9, "category_id": 1, "bbox": [0, 0, 4, 4]},
+            "annotations[0] (id 7): image_id 9 is not in 'images'",
+        ),
+        ({"id": 7, "image_id": 1, "category_id": 5, "bbox": [0, 0, 4, 4]}, "category_id 5 is not in 'categories'"),
+        ({"id": 7, "image_id": 1, "category_id": 1, "bbox": [0, 0, 4]}, "bbox [0, 0, 4] is not [x, y, width, height]"),
+        ({"id": 7, "image_id": 1, "category_id": 1}, "annotations[0] has no bbox"),
+    ],
+)
+def test_coco_bad_record(tmp_path: Path, ann: dict, expected: str) -> None:
+    file = coco_tree(tmp_path, annotations=[ann])
+    with pytest.raises(DataError) as err:
+        coco.CocoDetection(tmp_path / "images", file)
+    assert expected in one_line(err)
+
+
+def test_coco_invalid_json_names_line(tmp_path: Path) -> None:
+    file = coco_tree(tmp_path)
+    file.write_text('{"images": [\n  {"id": 1,,}\n]}')
+    with pytest.raises(DataError, match=r"instances\.json:2:\d+: not valid JSON"):
+        coco.CocoDetection(tmp_path / "images", file)
+
+
+def test_coco_degenerate_boxes_skipped_and_counted(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    anns = [
+        {"id": 1, "image_id": 1, "category_id": 1, "bbox": [2, 2, 10, 10], "iscrowd": 0},
+        {"id": 2, "image_id": 1, "category_id": 2, "bbox": [5, 5, -3, 4], "iscrowd": 0},  # negative width
+        {"id": 3, "image_id": 2, "category_id": 2, "bbox": [1, 1, 6, 0.5], "iscrowd": 0},
+        {"id": 4, "image_id": 2, "category_id": 1, "bbox": [0, 0, 30, 30], "iscrowd": 1},
+    ]
+    file = coco_tree(tmp_path, annotations=anns)
+    with caplog.at_level(logging.WARNING, logger="t4bench.data.coco"):
+        data = coco.CocoDetection(tmp_path / "images", file, skip_empty=True)
+    assert data.ids == [1]  # image 2 has no usable box left
+    assert data[0][1]["boxes"].shape == (1, 4)
+    (record,) = [r for r in caplog.records if "skipped" in r.getMessage()]
+    assert "skipped 1 crowd and 2 degenerate" in record.getMessage()
+    assert "and 1 images left without a box" in record.getMessage()
+
+
+def test_coco_truncated_image_named(tmp_path: Path) -> None:
+    file = coco_tree(tmp_path)
+    png = tmp_path / "images" / "000001.png"
+    png.write_bytes(png.read_bytes()[:60])
+    data = coco.CocoDetection(tmp_path / "images", file)
+    with pytest.raises(DataError) as err:
+        data[0]
+    assert one_line(err).startswith(f"{png}: unreadable image")
+
+
+def test_coco_missing_image_file(tmp_path: Path) -> None:
+    file = coco_tree(tmp_path)
+    (tmp_path / "images" / "000002.png").unlink()
+    with pytest.raises(DataError, match=r"1 image file\(s\) named in .* are missing, e\.g\. 000002\.png"):
+        coco.CocoDetection(tmp_path / "images", file)
+
+
+def test_worker_reraise_keeps_one_line(tmp_path: Path) -> None:
+    """torch's DataLoader re-raises a worker's error with the worker's traceback in the message."""
+    import torch.utils.data
+
+    file = coco_tree(tmp_path)
+    png = tmp_path / "images" / "000001.png"
+    png.write_bytes(b"not a png")
+    data = coco.CocoDetection(tmp_path / "images", file)
+    loader = torch.utils.data.DataLoader(data, batch_size=1, num_workers=1, collate_fn=coco.collate)
+    with pytest.raises(DataError) as err:
+        list(loader)
+    assert one_line(err).startswith(f"{png}: unreadable image")
+
+
+# ------------------------------------------------------------------------------ Fashion-MNIST
+
+
+def _idx(path: Path, magic: int, shape: tuple[int, ...], payload: bytes) -> None:
+    header = magic.to_bytes(4, "big") + b"".join(n.to_bytes(4, "big") for n in shape)
+    with gzip.open(path, "wb") as out:
+        out.write(header + payload)
+
+
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        ("truncated-gzip", "unreadable gzip"),
+        ("short-data", "header says 3x28x28 bytes of data, file has 100"),
+        ("bad-magic", "not an IDX image file"),
+        ("count-mismatch", "holds 3 images but"),
+    ],
+)
+def test_fashion_mnist_damaged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str, expected: str) -> None:
+    images, labels = tmp_path / "t10k-images-idx3-ubyte.gz", tmp_path / "t10k-labels-idx1-ubyte.gz"
+    _idx(images, 2051, (3, 28, 28), bytes(3 * 28 * 28))
+    _idx(labels, 2049, (2 if damage == "count-mismatch" else 3,), bytes(2 if damage == "count-mismatch" else 3))
+    if damage == "truncated-gzip":
+        images.write_bytes(images.read_bytes()[:40])
+    elif damage == "short-data":
+        _idx(images, 2051, (3, 28, 28), bytes(100))
+    elif damage == "bad-magic":
+        _idx(images, 1234, (3, 28, 28), bytes(3 * 28 * 28))
+    monkeypatch.setenv("T4BENCH_FASHION_MNIST_DIR", str(tmp_path))
+    with pytest.raises(DataError) as err:
+        fashion_mnist.load("test")
+    assert expected in one_line(err)
+
+
+# ------------------------------------------------------------------------------ probes
+
+
+@contextlib.contextmanager
+def http_server(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _NotMlflow(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"<html>hello</html>")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class _Mlflowish(_NotMlflow):
+    """Answers like MLflow's REST API does for a missing experiment."""
+
+    def do_GET(self) -> None:
+        self.send_response(404)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'{"error_code": "RESOURCE_DOES_NOT_EXIST", "message": "no"}')
+
+
+class _Locked(_NotMlflow):
+    def do_GET(self) -> None:
+        self.send_response(401)
+        self.end_headers()
+
+
+def test_probe_http_servers() -> None:
+    with http_server(_NotMlflow) as url, pytest.raises(T4BenchError, match="not an MLflow tracking server"):
+        probe.tracking(url)
+    with http_server(_Mlflowish) as url:
+        probe.tracking(url)
+    with http_server(_Locked) as url, pytest.raises(T4BenchError, match=r"refused the credentials \(HTTP 401\)"):
+        probe.tracking(url)
+
+
+def test_probe_sqlite_stores(tmp_path: Path) -> None:
+    probe.tracking(f"sqlite:///{tmp_path / 'new.db'}")  # created by MLflow later
+    optuna_db = tmp_path / "optuna.db"
+    with sqlite3.connect(optuna_db) as conn:
+        conn.executescript("CREATE TABLE studies(x); CREATE TABLE trials(x); CREATE TABLE version_info(x);")
+    with pytest.raises(T4BenchError, match="is a SQLite database but not an MLflow tracking store"):
+        probe.tracking(f"sqlite:///{optuna_db}")
+    probe.optuna_storage(f"sqlite:///{optuna_db}")
+    with pytest.raises(T4BenchError, match=r"folder .*nowhere does not exist"):
+        probe.tracking(f"sqlite:///{tmp_path / 'nowhere' / 'mlflow.db'}")
+
+
+@pytest.mark.parametrize(
+    ("storage", "expected"),
+    [
+        ("redis://localhost:6379", "unknown storage; use journal:<file>"),
+        ("sqlite://", "in-memory SQLite is lost"),
+        ("postgresql://user:secret@127.0.0.1:9/db", "postgresql://user:***@127.0.0.1:9/db: cannot connect"),
+    ],
+)
+def test_probe_optuna_storage(storage: str, expected: str) -> None:
+    with pytest.raises(T4BenchError) as err:
+        probe.optuna_storage(storage)
+    assert expected in one_line(err) and "secret" not in str(err.value)
+
+
+def test_probe_journal_in_a_file(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(T4BenchError, match="is not a directory"):
+        probe.optuna_storage(f"journal:{blocker / 'optuna.journal'}")
+    probe.optuna_storage(str(tmp_path / "sweep" / "optuna.journal"))  # made on first write
+
+
+def test_probe_working_dir_skipped_when_output_moved(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(T4BenchError, match=r"working directory: .* is not a directory"):
+        probe.working_dir([], cwd=blocker)
+    probe.working_dir([f"hydra.run.dir={tmp_path}"], cwd=blocker)
+
+
+# ------------------------------------------------------------------------------ config rules
+
+
+@pytest.fixture(scope="module")
+def compose_cfg():  # type: ignore[no-untyped-def]
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        yield lambda *overrides: compose("config", overrides=list(overrides))
+
+
+@pytest.mark.parametrize("model", ["ncf", "resnet50", "ssd", "maskrcnn", "gnmt", "transformer"])
+@pytest.mark.parametrize("scale", ["mini", "reference"])
+def test_shipped_configs_validate(compose_cfg, model: str, scale: str) -> None:  # type: ignore[no-untyped-def]
+    validation.validate(compose_cfg(f"model={model}", f"scale={scale}"))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["model.optimizer.betas=[0.9]"], "model.optimizer.betas=[0.9]: must be a list of 2 numbers"),
+        (["model.optimizer.name=rmsprop"], "model.optimizer.name=rmsprop: must be one of adam, adamw, sgd"),
+        (["model.schedule.kind=cosine"], "model.schedule.kind=cosine: must be one of constant, step, inverse_sqrt"),
+        (["seed=1.5"], "seed=1.5: must be an integer"),
+        (["hw.threads=0"], "hw.threads=0: must be an integer >= 1, or null"),
+        (["model=ssd", "model.data.hflip=2"], "model.data.hflip=2: must be a finite number >= 0 and <= 1"),
+        (["model=gnmt", "model.target.bleu=120"], "model.target.bleu=120: must be a finite number > 0 and <= 100"),
+        (
+            ["model=maskrcnn", "scale=reference", "scale.target_version=v9"],
+            "scale.target_version=v9: must be one of v0_5, v0_6",
+        ),
+        (["model.optimizer.lr=inf"], "model.optimizer.lr=inf: must be a finite number > 0"),
+        (["data=synthetic", "data.steps=0"], "data.steps=0: must be an integer >= 1"),
+    ],
+)
+def test_config_rules(compose_cfg, overrides: list[str], expected: str) -> None:  # type: ignore[no-untyped-def]
+    cfg = compose_cfg(*overrides)
+    with pytest.raises(T4BenchError) as err:
+        validation.validate(cfg)
+    assert expected in one_line(err)
+
+
+def test_cpu_ranks_against_host(compose_cfg, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    limit, why = validation.max_cpu_ranks(compose_cfg())
+    assert 1 <= limit <= validation.hardware.host_cores() and "cores" in why
+    validation.validate(compose_cfg(f"hw.count={limit}"))
+    with pytest.raises(T4BenchError, match=rf"hw.count={limit + 1}: must be 1..{limit} CPU ranks on this host"):
+        validation.validate(compose_cfg(f"hw.count={limit + 1}"))
+    # a rank needing more memory than the host has: one rank at most
+    cfg = compose_cfg("hw.count=2", "+hw.rank_memory_gb=100000")
+    with pytest.raises(T4BenchError, match=r"must be 1\.\.1 CPU ranks"):
+        validation.validate(cfg)
