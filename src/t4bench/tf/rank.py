@@ -1,0 +1,167 @@
+"""The TensorFlow side of a rank (`frameworks.ENTRIES["tensorflow"]`): threads, the tf.distribute
+strategy, the benchmark and its training through `t4bench.tf.loop`. Everything framework-neutral
+around it (MLflow run, MLPerf log, telemetry, progress, seeds of Python and NumPy) is
+`t4bench.rank`'s. torch is never imported on this path.
+
+Strategies, by where the ranks train:
+- one CPU process: OneDeviceStrategy on the CPU;
+- hw=cpu hw.count=N: N worker processes (started by `t4bench.tf.launch` with TF_CONFIG), one
+  MultiWorkerMirroredStrategy (ring all-reduce over gRPC) across them;
+- a GPU profile: ONE process drives every GPU of the host, MirroredStrategy over hw.count GPUs
+  (NCCL all-reduce); `t4bench.tf.launch` runs it in the launching process instead of spawning.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from omegaconf import DictConfig
+
+from t4bench import mlflow_names as names
+from t4bench.benchmark import Benchmark
+from t4bench.errors import T4BenchError
+from t4bench.frameworks import RunServices, TrainResult
+from t4bench.run_env import RunEnvironment
+
+T = TypeVar("T")
+
+HOROVOD_TF_MISSING = (
+    "dist=horovod with framework=tensorflow needs Horovod's TensorFlow binding, which "
+    "scripts/build_horovod.sh does not build (horovod 0.28.1 predates Keras 3 / TensorFlow 2.16+); "
+    "leave dist at its default: tf.distribute"
+)
+
+
+def settings_for(cfg: DictConfig) -> dict[str, Any]:
+    """`cfg.tensorflow` with every per-scale value ({mini: .., reference: ..}) picked for this scale."""
+    scale = str(cfg.scale.name)
+    picked: dict[str, Any] = {}
+    for key, value in (cfg.get("tensorflow") or {}).items():
+        if key == "benchmarks":  # keyed by model, read by the config itself (model.benchmark)
+            continue
+        if isinstance(value, Mapping):
+            if scale not in value:
+                raise T4BenchError(f"tensorflow.{key} has no value for scale={scale} (has {', '.join(value)})")
+            value = value[scale]
+        picked[str(key)] = value
+    return picked
+
+
+def _threads(env: RunEnvironment) -> int | None:
+    """hw.threads / the host's cores split between local ranks (`env.threads`), else
+    OMP_NUM_THREADS: TensorFlow's own thread pools do not read it, torch does, and a comparison
+    of the two must give both the same cores."""
+    if env.threads is not None:
+        return env.threads
+    omp = os.environ.get("OMP_NUM_THREADS", "")
+    return int(omp) if omp.isdigit() and int(omp) > 0 else None
+
+
+class TFRank:
+    """A `frameworks.RankSession` for TensorFlow benchmarks."""
+
+    def __init__(self, cfg: DictConfig, env: RunEnvironment) -> None:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ INFO lines are noise in a run's output
+        if env.dist_backend == "horovod":
+            raise T4BenchError(HOROVOD_TF_MISSING)
+        import tensorflow as tf
+
+        from t4bench.tf.context import TFContext
+
+        self.cfg, self.env = cfg, env
+        self.threads = _threads(env)
+        if self.threads is not None:  # before TensorFlow creates its thread pools
+            tf.config.threading.set_intra_op_parallelism_threads(self.threads)
+            tf.config.threading.set_inter_op_parallelism_threads(self.threads)
+        self.strategy, workers, self.backend = self._strategy(tf)
+        self.ctx = TFContext(
+            strategy=self.strategy,
+            precision=str(env.hw.precision),
+            rank=env.rank if workers > 1 else 0,
+            workers=workers,
+            seed=int(cfg.seed),
+            data_root=Path(str(cfg.paths.data_root)),
+            settings=settings_for(cfg),
+        )
+
+    def _strategy(self, tf: Any) -> tuple[Any, int, str]:
+        """(strategy, worker processes, the dist_backend tag)."""
+        env = self.env
+        if env.device_kind == "cuda":
+            gpus = tf.config.list_physical_devices("GPU")
+            if len(gpus) < env.world_size:
+                raise T4BenchError(
+                    f"hw={env.hw.name} hw.count={env.world_size} trains on CUDA, but TensorFlow {tf.__version__} "
+                    f"here sees {len(gpus)} GPU(s) (tensorflow-cpu, or no usable driver)"
+                )
+            if env.world_size == 1:
+                return tf.distribute.OneDeviceStrategy("/gpu:0"), 1, "none"
+            devices = [f"/gpu:{index}" for index in range(env.world_size)]
+            return tf.distribute.MirroredStrategy(devices), 1, "tf.distribute/MirroredStrategy (NCCL)"
+        if env.world_size == 1:
+            return tf.distribute.OneDeviceStrategy("/cpu:0"), 1, "none"
+        if not os.environ.get("TF_CONFIG"):
+            raise T4BenchError(
+                f"{env.world_size} CPU ranks need TF_CONFIG (the cluster and this worker's index) in each "
+                "rank's environment; give hw.count=N without a launcher and t4bench sets it"
+            )
+        ring = tf.distribute.experimental.CommunicationOptions(
+            implementation=tf.distribute.experimental.CommunicationImplementation.RING
+        )
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=ring)
+        return strategy, env.world_size, "tf.distribute/MultiWorkerMirroredStrategy (ring, gRPC)"
+
+    def broadcast(self, obj: T) -> T:
+        """Rank 0's object on every worker: its pickle, padded to the longest, gathered over workers."""
+        if self.ctx.workers == 1:
+            return obj
+        import tensorflow as tf
+
+        data = pickle.dumps(obj) if self.env.is_main else b""
+        strategy = self.strategy
+        lengths = strategy.gather(strategy.run(tf.identity, args=(tf.constant([len(data)], tf.int64),)), axis=0)
+        padded = data.ljust(int(tf.reduce_max(lengths)), b"\0")
+        local = tf.constant([list(padded)], tf.int32)  # collectives gather int32, not uint8
+        rows = strategy.gather(strategy.run(tf.identity, args=(local,)), axis=0).numpy()
+        loaded: T = pickle.loads(bytes(rows[0][: int(lengths[0])]))
+        return loaded
+
+    def tags(self) -> dict[str, str]:
+        import tensorflow as tf
+
+        kind = "gpu" if self.env.device_kind == "cuda" else "cpu"
+        return {
+            names.DIST_BACKEND: self.backend,
+            names.DEVICE: f"{kind} x{self.env.world_size}",
+            names.THREADS: str(self.threads or tf.config.threading.get_intra_op_parallelism_threads() or "tf default"),
+            f"{names.VERSION_PREFIX}keras": __import__("keras").__version__,
+        }
+
+    def seed(self, seed: int) -> None:
+        import keras
+
+        keras.utils.set_random_seed(seed)  # Python, NumPy and TensorFlow's global generator
+
+    def train(self, bench_cls: type[Benchmark], services: RunServices) -> TrainResult:
+        from t4bench.tf import loop
+
+        if getattr(bench_cls, "framework", "pytorch") != "tensorflow":
+            raise T4BenchError(
+                f"model.benchmark={self.cfg.model.benchmark} is a {bench_cls.framework} benchmark; "
+                "framework=tensorflow runs the model's Keras benchmark (model=resnet50 only)"
+            )
+        bench = bench_cls(self.cfg, self.ctx)  # type: ignore[arg-type]
+        if self.cfg.data.synthetic:
+            return loop.measure_throughput(bench, self.cfg, self.ctx, services)
+        return loop.train_to_target(bench, self.cfg, self.ctx, services)
+
+    def close(self) -> None:
+        """tf.distribute has no group to leave; the worker processes exit after the run."""
+
+
+def join(cfg: DictConfig, env: RunEnvironment) -> TFRank:
+    return TFRank(cfg, env)

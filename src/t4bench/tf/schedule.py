@@ -1,0 +1,65 @@
+"""The learning-rate schedule of the TensorFlow path: the PyTorch path's schedules
+(`t4bench.schedule`: constant, step, inverse_sqrt, on the same samples/steps time axis) plus
+`kind: polynomial`, the MLPerf v0.5 TensorFlow reference's: a linear warm-up to the base LR over
+`warmup_epochs`, then (1 - progress)^power down to `end_factor` at `decay_end_epochs` (the
+reference decays with power 2 over the whole training length)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from t4bench import schedule as schedules
+
+
+class LRFactor(Protocol):
+    def factor(self, samples_seen: int, steps_done: int) -> float: ...
+
+
+@dataclass(frozen=True)
+class PolynomialSchedule:
+    unit: str
+    warmup_epochs: float
+    decay_end_epochs: float
+    power: float
+    end_factor: float
+    ref_batch_size: int
+    train_size: int
+
+    def __post_init__(self) -> None:
+        if self.unit not in ("samples", "steps"):
+            raise ValueError(f"schedule.unit must be 'samples' or 'steps', got {self.unit!r}")
+        if self.decay_end_epochs <= self.warmup_epochs:
+            raise ValueError(
+                f"schedule.decay_end_epochs ({self.decay_end_epochs}) must come after the warm-up "
+                f"({self.warmup_epochs} epochs)"
+            )
+
+    def progress(self, samples_seen: int, steps_done: int) -> float:
+        if self.unit == "samples":
+            return samples_seen / self.train_size
+        return steps_done * self.ref_batch_size / self.train_size
+
+    def factor(self, samples_seen: int, steps_done: int) -> float:
+        t = self.progress(samples_seen, steps_done)
+        if self.warmup_epochs > 0 and t < self.warmup_epochs:
+            # the repo's linear warm-up: from a small non-zero LR so the first step already moves
+            return max(t / self.warmup_epochs, 1e-3)
+        done = min((t - self.warmup_epochs) / (self.decay_end_epochs - self.warmup_epochs), 1.0)
+        return (1.0 - self.end_factor) * (1.0 - done) ** self.power + self.end_factor
+
+
+def from_config(cfg: Any, train_size: int, max_epochs: int) -> LRFactor:
+    """`model.schedule` -> a schedule; `decay_end_epochs` defaults to the run's max_epochs."""
+    if str(cfg.kind) != "polynomial":
+        return schedules.from_config(cfg, train_size)
+    end = cfg.get("decay_end_epochs")
+    return PolynomialSchedule(
+        unit=str(cfg.unit),
+        warmup_epochs=float(cfg.warmup_epochs),
+        decay_end_epochs=float(end if end is not None else max_epochs),
+        power=float(cfg.get("power", 2.0)),
+        end_factor=float(cfg.get("end_factor", 0.0)),
+        ref_batch_size=int(cfg.ref_batch_size),
+        train_size=int(train_size),
+    )
