@@ -1,0 +1,157 @@
+"""The `perf` options (t4bench.perf, perf_step) and the GPU-resident NCF sampler, on the CPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from t4bench.context import RunContext
+from t4bench.data.movielens import LeaveOneOut
+from t4bench.ncf_gpu import GpuNegativeSampler
+from t4bench.perf import PerfConfigError, PerfOptions
+from t4bench.perf_step import build_step, prefetched
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+CPU = torch.device("cpu")
+
+
+def compose_cfg(*overrides: str):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def ctx(rank: int = 0, world: int = 1, seed: int = 0) -> RunContext:
+    return RunContext(
+        device=CPU, precision="fp32", rank=rank, world_size=world, local_rank=rank, seed=seed, data_root=Path(".")
+    )
+
+
+def test_absent_group_is_the_old_loop() -> None:
+    options = PerfOptions.from_config(compose_cfg("model=ncf"))
+    assert options == PerfOptions()
+    assert not options.compile and not options.cuda_graphs and options.optimizer_impl == "default"
+
+
+def test_per_model_options_lie_over_the_group() -> None:
+    cfg = compose_cfg("model=ncf", "+perf=h200")
+    options = PerfOptions.from_config(cfg)
+    assert options.cuda_graphs and options.gpu_data and options.optimizer_impl == "fused"
+    resnet = PerfOptions.from_config(compose_cfg("model=resnet50", "+perf=h200"))
+    assert resnet.compile and not resnet.cuda_graphs
+
+
+def test_gpu_only_options_are_dropped_on_a_cpu_and_recorded() -> None:
+    options = PerfOptions.from_config(compose_cfg("model=ncf", "+perf=h200", "perf.precision=tf32"), CPU)
+    assert not options.cuda_graphs and not options.gpu_data and options.optimizer_impl == "default"
+    assert options.precision == "fp32"
+    tags = options.tags(ctx())
+    assert tags["t4bench.perf.cuda_graphs"] == "false"
+    assert "cuda_graphs (no CUDA device)" in tags["t4bench.perf.dropped"]
+    assert "precision=tf32" in tags["t4bench.perf.dropped"]
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("perf.precision=fp8", "perf.precision must be one of"),
+        ("perf.optimizer_impl=apex", "perf.optimizer_impl must be one of"),
+        ("+perf.compile_everything=true", "unknown perf option(s) compile_everything"),
+        ("perf.loss_read_interval=0", "must be >= 1"),
+    ],
+)
+def test_bad_values_are_named(override: str, message: str) -> None:
+    with pytest.raises(PerfConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        PerfOptions.from_config(compose_cfg("model=ncf", "+perf=default", override))
+
+
+def test_context_overrides_precision_and_memory_format() -> None:
+    base = ctx()
+    assert PerfOptions(precision="bf16").context(base).amp_dtype == torch.bfloat16
+    assert PerfOptions(precision="tf32").context(base).precision == "fp32"
+    assert PerfOptions().context(base) is base
+    # channels_last is a GPU layout: asked for on a CPU it stays off
+    assert not PerfOptions(channels_last=True).context(base).channels_last
+
+
+def test_optimizer_rebuilt_with_the_same_groups_and_hyperparameters() -> None:
+    model = torch.nn.Linear(4, 2)
+    groups = [{"params": [model.weight]}, {"params": [model.bias], "weight_decay": 0.0}]
+    sgd = torch.optim.SGD(groups, lr=0.1, momentum=0.9, weight_decay=1e-4)
+    rebuilt = PerfOptions(optimizer_impl="foreach").prepare_optimizer(sgd)
+    assert type(rebuilt) is torch.optim.SGD and rebuilt is not sgd
+    assert [g["weight_decay"] for g in rebuilt.param_groups] == [1e-4, 0.0]
+    assert all(g["foreach"] and g["momentum"] == 0.9 and g["lr"] == 0.1 for g in rebuilt.param_groups)
+    assert PerfOptions().prepare_optimizer(sgd) is sgd
+
+
+def test_eager_step_is_the_loops_step() -> None:
+    """Same parameters after three steps as zero_grad / forward / backward / step written out."""
+    torch.manual_seed(0)
+    reference = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    model.load_state_dict(reference.state_dict())
+    opt_ref = torch.optim.Adam(reference.parameters(), lr=1e-2)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    batches = [(torch.randn(16, 8), torch.randn(16, 1)) for _ in range(3)]
+
+    def loss_fn(m, batch):
+        x, y = batch
+        return torch.nn.functional.mse_loss(m(x), y), len(x)
+
+    step = build_step(
+        loss_fn,
+        model,
+        opt,
+        torch.amp.GradScaler("cpu", enabled=False),
+        ctx(),
+        PerfOptions(cuda_graphs=True).for_device(CPU),
+    )
+    for batch in batches:
+        opt_ref.zero_grad()
+        loss_fn(reference, batch)[0].backward()
+        opt_ref.step()
+        loss, units = step(batch)
+        assert units == 16 and loss.requires_grad is False
+    for a, b in zip(reference.parameters(), model.parameters(), strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_prefetch_on_a_cpu_yields_the_batches_unchanged() -> None:
+    batches = [(torch.full((2,), float(i)),) for i in range(4)]
+    assert [b[0][0].item() for b in prefetched(batches, ctx())] == [0.0, 1.0, 2.0, 3.0]
+    assert list(prefetched([], ctx())) == []
+
+
+def small_data() -> LeaveOneOut:
+    rng = np.random.default_rng(0)
+    users = np.repeat(np.arange(20), 6)
+    items = np.concatenate([rng.choice(15, 6, replace=False) for _ in range(20)])
+    keys = np.unique(users * 15 + items)
+    return LeaveOneOut(
+        num_users=20,
+        num_items=15,
+        train_users=users,
+        train_items=items,
+        test_items=np.zeros(20, dtype=np.int64),
+        positive_keys=keys,
+    )
+
+
+def test_gpu_sampler_negatives_are_unseen_and_shards_disjoint() -> None:
+    data = small_data()
+    sampler = GpuNegativeSampler(data, negatives=4, ctx=ctx(seed=3))
+    users, items, labels = sampler.epoch_samples(epoch=1)
+    assert len(users) == len(data.train_users) * 5 and int(labels.sum()) == len(data.train_users)
+    negative = labels == 0
+    assert not data.is_positive(users[negative].numpy(), items[negative].numpy()).any()
+    again = GpuNegativeSampler(data, negatives=4, ctx=ctx(seed=3)).epoch_samples(epoch=1)
+    assert torch.equal(items, again[1])  # the same on every rank: seeded by (seed, epoch)
+    assert not torch.equal(items, sampler.epoch_samples(epoch=2)[1])
+    shards = [GpuNegativeSampler(data, 4, ctx(rank=r, world=2, seed=3)).shard(len(users), 1) for r in range(2)]
+    assert sorted(torch.cat(shards).tolist()) == list(range(len(users)))
+    batches = sampler.batches(epoch=1, batch_size=32)
+    assert sum(len(b[0]) for b in batches) == len(users) and all(len(b) == 3 for b in batches)
