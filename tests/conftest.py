@@ -22,8 +22,6 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-gpu", action="store_true", help="run @pytest.mark.gpu tests")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -10,13 +11,19 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import DATA_ROOT, all_runs
 
 EXPERIMENT = "t4bench-ncf"
 CONTRACT_TAGS = (
-    "t4bench.model", "t4bench.hw", "t4bench.hw_count", "t4bench.scale", "t4bench.framework",
-    "t4bench.outcome", "t4bench.throughput_unit", "t4bench.version.torch", "t4bench.version.mlflow",
+    "t4bench.model",
+    "t4bench.hw",
+    "t4bench.hw_count",
+    "t4bench.scale",
+    "t4bench.framework",
+    "t4bench.outcome",
+    "t4bench.throughput_unit",
+    "t4bench.version.torch",
+    "t4bench.version.mlflow",
 )
 EPOCH_METRICS = ("eval_quality", "train_loss", "epoch_time_s", "throughput")
 SUMMARY_METRICS = ("epochs_to_converge", "time_to_train_s", "converged", "avg_throughput")
@@ -50,6 +57,10 @@ def test_default_run_converges_with_the_full_contract(run_t4bench, mlflow_client
     for metric in EPOCH_METRICS:
         history = mlflow_client.get_metric_history(run.info.run_id, metric)
         assert [point.step for point in history] == list(range(1, epochs + 1)), metric
+    # default cadence: one evaluation per epoch, at its end
+    epoch_values = [p.value for p in mlflow_client.get_metric_history(run.info.run_id, "epoch")]
+    assert epoch_values == [float(e) for e in range(1, epochs + 1)]
+    assert run.data.metrics["epochs_to_converge"] == float(epochs)
     quality = [p.value for p in mlflow_client.get_metric_history(run.info.run_id, "eval_quality")]
     # stopped at the first epoch that reached the target, not later
     assert quality[-1] >= 0.66 and all(q < 0.66 for q in quality[:-1])
@@ -57,8 +68,18 @@ def test_default_run_converges_with_the_full_contract(run_t4bench, mlflow_client
     assert {"resolved_config.yaml", "mlperf.log"} <= artifacts
     mllog = Path(mlflow_client.download_artifacts(run.info.run_id, "mlperf.log", str(tmp_path))).read_text()
     keys = [line.split('"key": "')[1].split('"')[0] for line in mllog.splitlines() if ":::MLLOG" in line]
-    for key in ("init_start", "init_stop", "run_start", "epoch_start", "eval_accuracy", "run_stop",
-                "seed", "global_batch_size", "train_samples", "submission_benchmark"):
+    for key in (
+        "init_start",
+        "init_stop",
+        "run_start",
+        "epoch_start",
+        "eval_accuracy",
+        "run_stop",
+        "seed",
+        "global_batch_size",
+        "train_samples",
+        "submission_benchmark",
+    ):
         assert key in keys, key
     assert '"status": "success"' in mllog.splitlines()[-1]
 
@@ -67,9 +88,7 @@ def test_same_seed_same_metrics(run_t4bench, mlflow_client) -> None:
     for _ in range(2):
         run_t4bench("seed=11", "max_epochs=2", "model.target.hr_at_10=0.99")
     runs = all_runs(mlflow_client, EXPERIMENT)
-    histories = [
-        [p.value for p in mlflow_client.get_metric_history(r.info.run_id, "eval_quality")] for r in runs
-    ]
+    histories = [[p.value for p in mlflow_client.get_metric_history(r.info.run_id, "eval_quality")] for r in runs]
     assert len(histories) == 2 and len(histories[0]) == 2
     assert histories[0] == histories[1]
     losses = [r.data.metrics["train_loss"] for r in runs]
@@ -87,8 +106,10 @@ def test_target_not_reached_is_not_converged(run_t4bench, mlflow_client) -> None
 
 def test_exception_ends_the_run_failed(run_t4bench, mlflow_client) -> None:
     proc = run_t4bench(
-        "+callbacks.fail._target_=t4bench.faults.RaiseAtEpoch", "+callbacks.fail.epoch=1",
-        "model.target.hr_at_10=0.99", check=False,
+        "+callbacks.fail._target_=t4bench.faults.RaiseAtEpoch",
+        "+callbacks.fail.epoch=1",
+        "model.target.hr_at_10=0.99",
+        check=False,
     )
     assert proc.returncode != 0
     assert "InjectedFault" in proc.stderr
@@ -98,12 +119,26 @@ def test_exception_ends_the_run_failed(run_t4bench, mlflow_client) -> None:
 
 
 def test_sigterm_ends_the_run_killed(tmp_path: Path, tracking_uri: str, mlflow_client) -> None:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": tracking_uri, "T4BENCH_DATA_DIR": str(DATA_ROOT),
-           "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": tracking_uri,
+        "T4BENCH_DATA_DIR": str(DATA_ROOT),
+        "PYTHONUNBUFFERED": "1",
+    }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "t4bench", "model.target.hr_at_10=0.99", "max_epochs=50",
-         f"hydra.run.dir={tmp_path / 'run'}"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "t4bench",
+            "model.target.hr_at_10=0.99",
+            "max_epochs=50",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     assert proc.stdout is not None
     for line in proc.stdout:  # wait until training is under way
@@ -135,3 +170,57 @@ def test_synthetic_mode_logs_throughput_only(run_t4bench, mlflow_client) -> None
     assert run.data.params["model.arch.gmf_factors"] == "64"
     assert run.data.metrics["throughput"] > 0
     assert "eval_quality" not in run.data.metrics
+
+
+def test_eval_every_quarter_evaluates_four_times_an_epoch(run_t4bench, mlflow_client, tmp_path: Path) -> None:
+    run_t4bench("model=ncf", "hw=cpu", "seed=3", "eval_every=0.25")
+    run = only_run(mlflow_client)
+    assert run.data.tags["t4bench.outcome"] == "converged"
+    history = mlflow_client.get_metric_history(run.info.run_id, "epoch")
+    evaluations = len(history)
+    assert [p.step for p in history] == list(range(1, evaluations + 1))
+    # the fraction of the epoch's batches done: a quarter up to rounding to whole batches
+    assert [p.value for p in history] == pytest.approx([0.25 * i for i in range(1, evaluations + 1)], abs=1e-3)
+    assert evaluations >= 4 and history[3].value == 1.0  # the fourth is at the epoch's end
+    converged_at = run.data.metrics["epochs_to_converge"]
+    assert converged_at == history[-1].value
+    quality = [p.value for p in mlflow_client.get_metric_history(run.info.run_id, "eval_quality")]
+    assert len(quality) == evaluations and quality[-1] >= 0.66 and all(q < 0.66 for q in quality[:-1])
+    # MLPerf log: one eval_accuracy per evaluation, epoch_num fractional within an epoch
+    mllog = Path(mlflow_client.download_artifacts(run.info.run_id, "mlperf.log", str(tmp_path))).read_text()
+    accuracy = [json.loads(line.split(":::MLLOG ", 1)[1]) for line in mllog.splitlines() if '"eval_accuracy"' in line]
+    assert [a["metadata"]["epoch_num"] for a in accuracy][:4] == pytest.approx([0.25, 0.5, 0.75, 1], abs=1e-3)
+    assert len(accuracy) == evaluations
+    assert run.data.metrics["epochs_run"] == converged_at
+
+
+def test_eval_every_finds_a_fractional_epochs_to_converge(run_t4bench, mlflow_client) -> None:
+    """Seed 3 reaches the target at epoch 4 with whole-epoch evaluation (test above); a quarter-epoch
+    cadence must see it earlier than the epoch's end in at least one of these seeds."""
+    for seed in (3, 4):
+        run_t4bench("model=ncf", "hw=cpu", f"seed={seed}", "eval_every=0.25")
+    values = [r.data.metrics["epochs_to_converge"] for r in all_runs(mlflow_client, EXPERIMENT)]
+    assert all(abs(v * 4 - round(v * 4)) < 4e-3 for v in values), values
+    assert any(abs(v - round(v)) > 0.2 for v in values), values
+
+
+def test_absurd_lr_ends_diverged_in_training(run_t4bench, mlflow_client) -> None:
+    proc = run_t4bench("model.optimizer.lr=1e6", "max_epochs=2")
+    run = only_run(mlflow_client)
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["t4bench.outcome"] == "diverged"
+    assert "diverged" in proc.stdout
+    assert math.isnan(run.data.metrics["epochs_to_converge"])
+    assert run.data.metrics["epochs_run"] < 1  # stopped within the first epoch, not at max_epochs
+
+
+def test_absurd_lr_ends_diverged_in_throughput_mode(run_t4bench, mlflow_client) -> None:
+    run_t4bench(
+        "data=synthetic", "data.steps=3", "data.warmup_steps=1", "model.batch_size=8192", "model.optimizer.lr=1e6"
+    )
+    run = only_run(mlflow_client)
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["t4bench.outcome"] == "diverged"
+    # no throughput from a diverged run
+    assert math.isnan(run.data.metrics["avg_throughput"])
+    assert "throughput" not in run.data.metrics

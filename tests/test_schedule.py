@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from t4bench.schedule import Schedule
@@ -12,8 +14,13 @@ REF_BATCH = 100
 
 def step_schedule(unit: str) -> Schedule:
     return Schedule(
-        unit=unit, kind="step", warmup_epochs=1.0, decay_epochs=[4.0, 6.0], decay_factor=0.5,
-        ref_batch_size=REF_BATCH, train_size=TRAIN,
+        unit=unit,
+        kind="step",
+        warmup_epochs=1.0,
+        decay_epochs=[4.0, 6.0],
+        decay_factor=0.5,
+        ref_batch_size=REF_BATCH,
+        train_size=TRAIN,
     )
 
 
@@ -45,8 +52,13 @@ def test_steps_unit_moves_decay_later_in_epochs_with_bigger_batches() -> None:
 
 def test_warmup_is_linear_and_inverse_sqrt_decays_after_it() -> None:
     schedule = Schedule(
-        unit="samples", kind="inverse_sqrt", warmup_epochs=2.0, decay_epochs=[], decay_factor=1.0,
-        ref_batch_size=REF_BATCH, train_size=TRAIN,
+        unit="samples",
+        kind="inverse_sqrt",
+        warmup_epochs=2.0,
+        decay_epochs=[],
+        decay_factor=1.0,
+        ref_batch_size=REF_BATCH,
+        train_size=TRAIN,
     )
     assert schedule.factor(TRAIN, 0) == pytest.approx(0.5)
     assert schedule.factor(2 * TRAIN, 0) == pytest.approx(1.0)
@@ -54,14 +66,20 @@ def test_warmup_is_linear_and_inverse_sqrt_decays_after_it() -> None:
 
 
 def test_unknown_unit_is_rejected() -> None:
-    with pytest.raises(ValueError, match="schedule.unit"):
+    with pytest.raises(ValueError, match=r"schedule\.unit"):
         step_schedule("epochs")
 
 
 def warmup_schedule(shape: str, unit: str = "samples") -> Schedule:
     return Schedule(
-        unit=unit, kind="constant", warmup_epochs=2.0, decay_epochs=[], decay_factor=1.0,
-        ref_batch_size=REF_BATCH, train_size=TRAIN, warmup_shape=shape,
+        unit=unit,
+        kind="constant",
+        warmup_epochs=2.0,
+        decay_epochs=[],
+        decay_factor=1.0,
+        ref_batch_size=REF_BATCH,
+        train_size=TRAIN,
+        warmup_shape=shape,
     )
 
 
@@ -73,7 +91,7 @@ def test_exponential_warmup_grows_by_a_constant_factor_from_one_percent() -> Non
     assert schedule.factor(TRAIN, 0) == pytest.approx(0.1)
     assert schedule.factor(2 * TRAIN, 0) == 1.0
     quarters = [schedule.factor(q * TRAIN // 2, 0) for q in range(4)]
-    ratios = [b / a for a, b in zip(quarters, quarters[1:])]
+    ratios = [b / a for a, b in itertools.pairwise(quarters)]
     assert ratios == pytest.approx([ratios[0]] * 3)
     # below the linear ramp all through the warm-up (it starts slower)
     linear = warmup_schedule("linear")
@@ -92,12 +110,20 @@ def test_warmup_shape_defaults_to_linear_in_configs_that_omit_it() -> None:
 
     from t4bench.schedule import from_config
 
-    node = OmegaConf.create({"unit": "samples", "kind": "constant", "warmup_epochs": 1.0,
-                             "decay_epochs": [], "decay_factor": 0.5, "ref_batch_size": 10})
+    node = OmegaConf.create(
+        {
+            "unit": "samples",
+            "kind": "constant",
+            "warmup_epochs": 1.0,
+            "decay_epochs": [],
+            "decay_factor": 0.5,
+            "ref_batch_size": 10,
+        }
+    )
     OmegaConf.set_struct(node, True)
     assert from_config(node, TRAIN).warmup_shape == "linear"
 
 
 def test_unknown_warmup_shape_is_rejected() -> None:
-    with pytest.raises(ValueError, match="schedule.warmup_shape"):
+    with pytest.raises(ValueError, match=r"schedule\.warmup_shape"):
         warmup_schedule("cosine")

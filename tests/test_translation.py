@@ -7,12 +7,19 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
 from conftest import DATA_ROOT, all_runs, compose, only_run
 
 MINI_TARGET = {"gnmt": 60.0, "transformer": 45.0}
-CONTRACT_TAGS = ("t4bench.model", "t4bench.hw", "t4bench.scale", "t4bench.outcome", "t4bench.seed",
-                 "t4bench.throughput_unit", "t4bench.global_batch_size", "t4bench.version.torch")
+CONTRACT_TAGS = (
+    "t4bench.model",
+    "t4bench.hw",
+    "t4bench.scale",
+    "t4bench.outcome",
+    "t4bench.seed",
+    "t4bench.throughput_unit",
+    "t4bench.global_batch_size",
+    "t4bench.version.torch",
+)
 EPOCH_METRICS = ("eval_quality", "eval_bleu", "train_loss", "throughput", "train_time_s", "epoch_time_s", "lr")
 # one thread per run: the two runs share the 2 CI cores
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -27,7 +34,7 @@ def target_tokens_per_epoch(model: str) -> int:
     tokenizer = Tokenizer(directory / "spm.model")
     sources = tokenizer.encode((directory / "train.src").read_text(encoding="utf-8").splitlines())
     targets = tokenizer.encode((directory / "train.tgt").read_text(encoding="utf-8").splitlines())
-    return sum(len(t) + 1 for s, t in zip(sources, targets) if 0 < len(s) <= max_len and len(t) <= max_len)
+    return sum(len(t) + 1 for s, t in zip(sources, targets, strict=True) if 0 < len(s) <= max_len and len(t) <= max_len)
 
 
 @pytest.mark.slow
@@ -38,11 +45,17 @@ def test_mini_gnmt_and_transformer_reach_their_bleu_targets(run_t4bench, tmp_pat
     uris = {model: f"sqlite:///{tmp_path / model}.db" for model in MINI_TARGET}
 
     def train(model: str):  # type: ignore[no-untyped-def]
-        return run_t4bench(f"model={model}", "seed=0", "progress=plain", f"hydra.run.dir={tmp_path / model}",
-                           env={**ONE_THREAD, "MLFLOW_TRACKING_URI": uris[model]}, timeout=1500)
+        return run_t4bench(
+            f"model={model}",
+            "seed=0",
+            "progress=plain",
+            f"hydra.run.dir={tmp_path / model}",
+            env={**ONE_THREAD, "MLFLOW_TRACKING_URI": uris[model]},
+            timeout=1500,
+        )
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        procs = dict(zip(MINI_TARGET, pool.map(train, MINI_TARGET)))
+        procs = dict(zip(MINI_TARGET, pool.map(train, MINI_TARGET), strict=True))
 
     for model, target in MINI_TARGET.items():
         assert "converged" in procs[model].stdout, procs[model].stdout[-2000:]
@@ -88,13 +101,16 @@ def test_reference_scale_without_wmt_fails_before_any_run(
     assert all_runs(mlflow_client, f"t4bench-{model}") == []
 
 
-@pytest.mark.parametrize(("model", "width_param", "tokens"), [
-    ("gnmt", "model.arch.hidden", 2 * 50), ("transformer", "model.arch.d_model", 2 * 32)])
+@pytest.mark.parametrize(
+    ("model", "width_param", "tokens"),
+    [("gnmt", "model.arch.hidden", 2 * 50), ("transformer", "model.arch.d_model", 2 * 32)],
+)
 def test_synthetic_mode_runs_the_reference_size_model(
     run_t4bench, mlflow_client, model: str, width_param: str, tokens: int
 ) -> None:
-    run_t4bench(f"model={model}", "data=synthetic", "data.steps=1", "data.warmup_steps=0",
-                "model.batch_size=2", env=ONE_THREAD)
+    run_t4bench(
+        f"model={model}", "data=synthetic", "data.steps=1", "data.warmup_steps=0", "model.batch_size=2", env=ONE_THREAD
+    )
     run = all_runs(mlflow_client, f"t4bench-{model}")[0]
     assert run.info.status == "FINISHED"
     assert run.data.tags["t4bench.outcome"] == "throughput_only"

@@ -9,10 +9,16 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-
 from conftest import DATA_ROOT
+
 from t4bench.benchmarks.seq2seq_parts import (
-    BOS, EOS, PAD, Tokenizer, bucketed_batches, collate, label_smoothed_loss,
+    BOS,
+    EOS,
+    PAD,
+    Tokenizer,
+    bucketed_batches,
+    collate,
+    label_smoothed_loss,
 )
 from t4bench.data import ding
 from t4bench.data import translation as data
@@ -28,12 +34,21 @@ def entry(german: str, tag: str) -> LexEntry:
 
 @pytest.fixture
 def lang() -> PseudoLanguage:
-    return PseudoLanguage({
-        "man": entry("mann", "m"), "woman": entry("frau", "f"), "house": entry("haus", "n"),
-        "children": entry("kinder", "pl"), "book": entry("buch", "n"), "old": entry("alt", "adj"),
-        "small": entry("klein", "adj"), "see": entry("sehen", "verb"), "read": entry("lesen", "verb"),
-        "know": entry("wissen", "verb"), "live": entry("leben", "verb"),
-    })
+    return PseudoLanguage(
+        {
+            "man": entry("mann", "m"),
+            "woman": entry("frau", "f"),
+            "house": entry("haus", "n"),
+            "children": entry("kinder", "pl"),
+            "book": entry("buch", "n"),
+            "old": entry("alt", "adj"),
+            "small": entry("klein", "adj"),
+            "see": entry("sehen", "verb"),
+            "read": entry("lesen", "verb"),
+            "know": entry("wissen", "verb"),
+            "live": entry("leben", "verb"),
+        }
+    )
 
 
 # -- the pseudo-language rules on handcrafted sentences --------------------------------------
@@ -68,15 +83,25 @@ def test_prepositions_follow_their_noun_phrase_and_verbs_go_last(lang: PseudoLan
 
 def test_subordinate_clauses_put_the_finite_verb_last(lang: PseudoLanguage) -> None:
     assert lang.translate("I know that he can read the book.") == "ich wissen dass er das buch lesen kann."
-    assert (lang.translate("He reads because he can not see the house.")
-            == "er lesent weil er das haus nicht sehen kann.")
+    assert (
+        lang.translate("He reads because he can not see the house.") == "er lesent weil er das haus nicht sehen kann."
+    )
     # "that" before a noun phrase stays a determiner
     assert lang.translate("I know that man.") == "ich jener mann wissen."
 
 
 def test_contractions_are_expanded_before_the_rules(lang: PseudoLanguage) -> None:
     assert PseudoLanguage.expand(["i", "can't", "see", "it", "isn't", "i'm"]) == [
-        "i", "can", "not", "see", "it", "is", "not", "i", "am"]
+        "i",
+        "can",
+        "not",
+        "see",
+        "it",
+        "is",
+        "not",
+        "i",
+        "am",
+    ]
     assert lang.translate("He can't read the book.") == "er das buch kann nicht lesen."
 
 
@@ -127,8 +152,9 @@ def test_prepare_is_deterministic_and_idempotent(ding_file: Path, tmp_path: Path
     first, second = tmp_path / "a", tmp_path / "b"
     data.prepare(first)
     written = {p.relative_to(first): p.read_bytes() for p in first.rglob("*") if p.is_file()}
-    assert {str(p) for p in written} == {f"translation/{kind}/{name}" for kind in ("mini", "ding")
-                                         for name in data.TARGET_FILES}
+    assert {str(p) for p in written} == {
+        f"translation/{kind}/{name}" for kind in ("mini", "ding") for name in data.TARGET_FILES
+    }
     mtimes = {p: p.stat().st_mtime_ns for p in first.rglob("*") if p.is_file()}
     data.prepare(first)  # up to date: nothing rewritten
     assert mtimes == {p: p.stat().st_mtime_ns for p in first.rglob("*") if p.is_file()}

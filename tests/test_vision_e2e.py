@@ -8,20 +8,35 @@ import math
 from pathlib import Path
 
 import pytest
-
 from conftest import DATA_ROOT, all_runs, only_run
 
 VISION = ("resnet50", "ssd", "maskrcnn")
 #: the README's MLflow contract
 CONTRACT_TAGS = (
-    "t4bench.model", "t4bench.hw", "t4bench.hw_count", "t4bench.scale", "t4bench.data",
-    "t4bench.framework", "t4bench.seed", "t4bench.throughput_unit", "t4bench.outcome",
-    "t4bench.world_size", "t4bench.global_batch_size", "t4bench.version.torch",
-    "t4bench.version.torchvision", "mlflow.source.git.commit",
+    "t4bench.model",
+    "t4bench.hw",
+    "t4bench.hw_count",
+    "t4bench.scale",
+    "t4bench.data",
+    "t4bench.framework",
+    "t4bench.seed",
+    "t4bench.throughput_unit",
+    "t4bench.outcome",
+    "t4bench.world_size",
+    "t4bench.global_batch_size",
+    "t4bench.version.torch",
+    "t4bench.version.torchvision",
+    "mlflow.source.git.commit",
 )
 EPOCH_METRICS = ("eval_quality", "train_loss", "epoch_time_s", "train_time_s", "throughput", "lr")
-SUMMARY_METRICS = ("epochs_to_converge", "epochs_run", "time_to_train_s", "converged",
-                   "avg_throughput", "global_batch_size")
+SUMMARY_METRICS = (
+    "epochs_to_converge",
+    "epochs_run",
+    "time_to_train_s",
+    "converged",
+    "avg_throughput",
+    "global_batch_size",
+)
 #: the first key of each mini target (eval_quality) and every metric the run must log
 MINI_METRICS = {"resnet50": ("top1",), "ssd": ("box_map",), "maskrcnn": ("box_map", "mask_map")}
 #: where each reference config looks for its dataset, and a word its error must name
@@ -34,8 +49,7 @@ REFERENCE_DATA = {
 REFERENCE_PARAMS = {
     "resnet50": {"model.arch.backbone.layers": "[3, 4, 6, 3]", "model.data.image_size": "224"},
     "ssd": {"model.arch.backbone.layers": "[3, 4, 6]", "model.arch.image_size": "300"},
-    "maskrcnn": {"model.arch.backbone.layers": "[3, 4, 6, 3]",
-                 "model.data.synthetic_image_size": "[800, 1333]"},
+    "maskrcnn": {"model.arch.backbone.layers": "[3, 4, 6, 3]", "model.data.synthetic_image_size": "[800, 1333]"},
 }
 
 #: the smallest batch each reference model trains on (SSD's 1x1 extra map needs 2 for batch norm);
@@ -76,8 +90,9 @@ def test_mini_converges_with_the_full_contract(model, run_t4bench, mlflow_client
     assert all(final[name] >= target[name] for name in target), (final, target)
     assert metrics["eval_quality"] == final[MINI_METRICS[model][0]]
     # stopped at the first epoch where every target metric was met
-    histories = {name: [p.value for p in mlflow_client.get_metric_history(run.info.run_id, f"eval_{name}")]
-                 for name in target}
+    histories = {
+        name: [p.value for p in mlflow_client.get_metric_history(run.info.run_id, f"eval_{name}")] for name in target
+    }
     for epoch in range(epochs - 1):
         assert not all(histories[name][epoch] >= target[name] for name in target)
     artifacts = {a.path for a in mlflow_client.list_artifacts(run.info.run_id)}
@@ -89,8 +104,7 @@ def test_mini_converges_with_the_full_contract(model, run_t4bench, mlflow_client
 @pytest.mark.parametrize("model", VISION)
 def test_reference_without_dataset_fails_fast_with_one_line(model, run_t4bench, mlflow_client, tmp_path: Path) -> None:
     variable, expected = REFERENCE_DATA[model]
-    proc = run_t4bench(f"model={model}", "scale=reference", check=False,
-                       env={variable: str(tmp_path / "nowhere")})
+    proc = run_t4bench(f"model={model}", "scale=reference", check=False, env={variable: str(tmp_path / "nowhere")})
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -103,9 +117,15 @@ def test_reference_without_dataset_fails_fast_with_one_line(model, run_t4bench, 
 def test_synthetic_mode_trains_the_reference_model(model, run_t4bench, mlflow_client, tmp_path: Path) -> None:
     # no dataset anywhere: synthetic mode must not look for one
     nowhere = str(tmp_path / "nowhere")
-    run_t4bench(f"model={model}", "data=synthetic", "hw=cpu", "data.steps=1", "data.warmup_steps=0",
-                f"model.batch_size={SYNTHETIC_BATCH[model]}",
-                env={"T4BENCH_DATA_DIR": nowhere, "T4BENCH_IMAGENET_DIR": nowhere, "T4BENCH_COCO_DIR": nowhere})
+    run_t4bench(
+        f"model={model}",
+        "data=synthetic",
+        "hw=cpu",
+        "data.steps=1",
+        "data.warmup_steps=0",
+        f"model.batch_size={SYNTHETIC_BATCH[model]}",
+        env={"T4BENCH_DATA_DIR": nowhere, "T4BENCH_IMAGENET_DIR": nowhere, "T4BENCH_COCO_DIR": nowhere},
+    )
     run = only_run(mlflow_client, f"t4bench-{model}")
     assert run.info.status == "FINISHED"
     tags, metrics, params = run.data.tags, run.data.metrics, run.data.params

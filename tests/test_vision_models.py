@@ -16,14 +16,22 @@ CONF = Path(__file__).resolve().parents[1] / "conf"
 
 def reference_cfg(name: str):  # type: ignore[no-untyped-def]
     cfg = OmegaConf.create({"paths": {"data_root": "unused"}, "data": {"synthetic": True}})
-    cfg.model = OmegaConf.merge(OmegaConf.load(CONF / "model" / f"{name}.yaml"),
-                                OmegaConf.load(CONF / "model_scale" / f"{name}_reference.yaml"))
+    cfg.model = OmegaConf.merge(
+        OmegaConf.load(CONF / "model" / f"{name}.yaml"), OmegaConf.load(CONF / "model_scale" / f"{name}_reference.yaml")
+    )
     return cfg
 
 
 def build(name: str, bench_cls):  # type: ignore[no-untyped-def]
-    ctx = RunContext(device=torch.device("cpu"), precision="fp32", rank=0, world_size=1,
-                     local_rank=0, seed=0, data_root=Path("unused"))
+    ctx = RunContext(
+        device=torch.device("cpu"),
+        precision="fp32",
+        rank=0,
+        world_size=1,
+        local_rank=0,
+        seed=0,
+        data_root=Path("unused"),
+    )
     return bench_cls(reference_cfg(name), ctx).build_model()
 
 
@@ -45,8 +53,7 @@ def test_maskrcnn_reference_is_torchvision_maskrcnn_r50_fpn() -> None:
     from t4bench.benchmarks.maskrcnn import MaskRCNNBenchmark
 
     ours = build("maskrcnn", MaskRCNNBenchmark)
-    theirs = torchvision.models.detection.maskrcnn_resnet50_fpn(
-        weights=None, weights_backbone=None, num_classes=81)
+    theirs = torchvision.models.detection.maskrcnn_resnet50_fpn(weights=None, weights_backbone=None, num_classes=81)
     assert parameter_count(ours) == parameter_count(theirs)
     assert ours.transform.min_size == (800,) and ours.transform.max_size == 1333
 
@@ -58,7 +65,13 @@ def test_ssd_reference_has_mlperf_feature_maps_and_8732_boxes() -> None:
     with torch.no_grad():
         features = list(model.backbone(torch.zeros(1, 3, 300, 300)).values())
     assert [tuple(f.shape[1:]) for f in features] == [
-        (256, 38, 38), (512, 19, 19), (512, 10, 10), (256, 5, 5), (256, 3, 3), (256, 1, 1)]
+        (256, 38, 38),
+        (512, 19, 19),
+        (512, 10, 10),
+        (256, 5, 5),
+        (256, 3, 3),
+        (256, 1, 1),
+    ]
     assert model.anchor_generator.num_anchors_per_location() == [4, 6, 6, 6, 4, 4]
     sizes = [f.shape[-2] * f.shape[-1] for f in features]
-    assert sum(s * n for s, n in zip(sizes, model.anchor_generator.num_anchors_per_location())) == 8732
+    assert sum(s * n for s, n in zip(sizes, model.anchor_generator.num_anchors_per_location(), strict=True)) == 8732

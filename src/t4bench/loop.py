@@ -1,35 +1,42 @@
-"""The one training loop, with MLPerf timing semantics.
+"""The one PyTorch training loop, with MLPerf timing semantics.
 
-init (untimed: data, model) -> run_start -> per epoch: train, evaluate, stop at the target quality
-or at max_epochs -> run_stop (success / aborted). Every PyTorch benchmark plugs in through
-`t4bench.benchmark.Benchmark`; nothing here knows which model it trains.
+init (untimed: data, model) -> run_start -> per epoch: train, evaluating `1 / eval_every` times
+(evenly spaced by batch count, the last at the epoch's end), stop at the first evaluation that
+reaches the target quality, at max_epochs, or when the loss diverges -> run_stop (success /
+aborted). Every PyTorch benchmark plugs in through `t4bench.benchmark.Benchmark`; nothing here
+knows which model it trains. The optimisation state is `t4bench.trainer.Trainer`'s.
+
+Epochs are counted as trained fractions: an evaluation after batch b of n in epoch e is at epoch
+(e - 1) + b / n, which is what `epochs_to_converge` reports. Per-evaluation metrics use the
+evaluation's index (1, 2, ...) as step; with the default `eval_every: 1.0` that is the epoch.
 """
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import torch
 from omegaconf import DictConfig
 
-from t4bench import distributed, optim
-from t4bench import schedule as schedules
+from t4bench import distributed
 from t4bench.benchmark import Benchmark
 from t4bench.context import RunContext
+from t4bench.divergence import Diverged
+from t4bench.errors import T4BenchError
 from t4bench.mlperf import MLPerfLog, constants
 from t4bench.progress import ProgressReporter
+from t4bench.trainer import LOSS_READ_INTERVAL, Trainer
 
-# how often (in steps) the loss is read back to the host for the progress bar and divergence check;
-# reading it every step would force a device sync per step on GPUs
-LOSS_READ_INTERVAL = 20
+__all__ = ["LOSS_READ_INTERVAL", "RunResult", "StopRun", "Trainer", "measure_throughput", "train_to_target"]
+
+#: per-evaluation metric: the (fractional) epochs trained when it was taken
+EPOCH_METRIC = "epoch"
 
 
 class StopRun(Exception):
-    """Raised by an epoch callback to end the run early (e.g. an Optuna pruner)."""
+    """Raised by an evaluation callback to end the run early (e.g. an Optuna pruner)."""
 
     def __init__(self, outcome: str, reason: str) -> None:
         super().__init__(reason)
@@ -37,7 +44,9 @@ class StopRun(Exception):
 
 
 class EpochCallback(Protocol):
-    def on_epoch_end(self, epoch: int, metrics: Mapping[str, float]) -> None: ...
+    def on_epoch_end(self, epoch: int, metrics: Mapping[str, float]) -> None:
+        """After every evaluation that did not reach the target: `epoch` is the evaluation's index
+        (the epoch when `eval_every` is 1), `metrics["epoch"]` the fractional epoch."""
 
 
 class EpochLogger(Protocol):
@@ -48,11 +57,15 @@ class EpochLogger(Protocol):
 class RunResult:
     #: converged | not_converged | diverged | pruned | throughput_only
     outcome: str
-    epochs_run: int
-    epochs_to_converge: int | None
+    #: epochs of training done (fractional when the run stopped within an epoch)
+    epochs_run: float
+    #: epochs of training done at the first evaluation that met the target
+    epochs_to_converge: float | None
     time_to_train_s: float
     avg_throughput: float
     final_quality: dict[str, float] = field(default_factory=dict)
+    #: why the run stopped early (divergence), empty otherwise
+    note: str = ""
 
     @property
     def converged(self) -> bool:
@@ -63,96 +76,24 @@ def reached_target(metrics: Mapping[str, float], target: Mapping[str, float]) ->
     return all(metrics[name] >= float(threshold) for name, threshold in target.items())
 
 
-class Trainer:
-    """Optimizer, LR schedule, precision and the step counters of one run."""
+def evaluations_per_epoch(eval_every: float) -> int:
+    """`eval_every` (a fraction of an epoch, 1/k for a whole k) -> k."""
+    per_epoch = round(1.0 / eval_every) if eval_every > 0 else 0
+    if not 0 < eval_every <= 1 or abs(per_epoch * eval_every - 1.0) > 1e-3:
+        raise T4BenchError(f"eval_every={eval_every}: must be 1/k of an epoch for a whole k >= 1 (1, 0.5, 0.25, ...)")
+    return per_epoch
 
-    def __init__(self, bench: Benchmark, cfg: DictConfig, ctx: RunContext) -> None:
-        self.bench = bench
-        self.ctx = ctx
-        model = bench.build_model().to(ctx.device)
-        if ctx.channels_last:
-            model = model.to(memory_format=torch.channels_last)
-        self.model = model
-        self.global_batch = int(cfg.model.batch_size) * ctx.world_size
-        ref_batch = int(cfg.model.schedule.ref_batch_size)
-        lr = optim.base_lr(cfg.model.optimizer, self.global_batch, ref_batch)
-        self.train_model = distributed.wrap_for_data_parallel(model, ctx.device)
-        optimizer = optim.build(bench.param_groups(model), cfg.model.optimizer, lr)
-        self.base_lrs = [group["lr"] for group in optimizer.param_groups]
-        self.optimizer = distributed.wrap_optimizer(optimizer, model)
-        self.schedule = schedules.from_config(cfg.model.schedule, bench.train_size)
-        self.scaler = torch.amp.GradScaler(ctx.device.type, enabled=ctx.precision == "fp16")
-        self.samples_seen = 0  # global, across ranks
-        self.steps = 0
 
-    def current_lr(self) -> float:
-        return self.base_lrs[0] * self.schedule.factor(self.samples_seen, self.steps)
+def evaluation_points(n_batches: int, per_epoch: int) -> list[int]:
+    """Batch counts within an epoch of `n_batches` after which to evaluate (the last is the end)."""
+    if n_batches <= 0:
+        return [0]
+    return sorted({max(1, round(j * n_batches / per_epoch)) for j in range(1, per_epoch + 1)})
 
-    def step(self, batch: Any) -> tuple[torch.Tensor, int]:
-        factor = self.schedule.factor(self.samples_seen, self.steps)
-        for group, base in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
-            group["lr"] = base * factor
-        samples = self.bench.samples_in(batch)
-        batch = self.ctx.to_device(batch)
-        with torch.autocast(
-            device_type=self.ctx.device.type,
-            dtype=self.ctx.amp_dtype or torch.float32,
-            enabled=self.ctx.amp_dtype is not None,
-        ):
-            loss, units = self.bench.loss(self.train_model, batch)
-        self.optimizer.zero_grad(set_to_none=True)
-        self.scaler.scale(loss).backward()
-        # step + update; with Horovod the gradients are reduced before the scaler unscales them
-        distributed.scaler_step(self.scaler, self.optimizer)
-        self.steps += 1
-        # every rank steps in lock-step on equally sized shards, so the global count is local x ranks
-        self.samples_seen += samples * self.ctx.world_size
-        return loss.detach(), units
 
-    def train_epoch(self, batches: Iterable[Any], progress: ProgressReporter, unit: str) -> dict[str, float]:
-        """Train over `batches`; return global train_loss, throughput and timing."""
-        self.train_model.train()
-        loss_sum = torch.zeros((), dtype=torch.float64, device=self.ctx.device)
-        n_batches, units = 0, 0
-        started = time.perf_counter()
-        for batch in batches:
-            loss, batch_units = self.step(batch)
-            loss_sum += loss.double()
-            n_batches += 1
-            units += batch_units
-            if n_batches % LOSS_READ_INTERVAL == 0 or progress.mode == "bar":
-                elapsed = time.perf_counter() - started
-                progress.batch_done(float(loss), units * self.ctx.world_size / elapsed, unit)
-        if self.ctx.device.type == "cuda":
-            torch.cuda.synchronize(self.ctx.device)
-        train_time = time.perf_counter() - started
-        total_loss, total_batches, total_units = distributed.all_reduce_sum(
-            [float(loss_sum), n_batches, units], self.ctx.device
-        )
-        (slowest,) = distributed.all_reduce_max([train_time], self.ctx.device)
-        return {
-            "train_loss": total_loss / max(total_batches, 1),
-            "throughput": total_units / slowest if slowest > 0 else 0.0,
-            "train_time_s": slowest,
-            "lr": self.current_lr(),
-        }
-
-    def evaluate(self) -> dict[str, float]:
-        """Quality on rank 0 (replicas are identical after each step); every rank gets the result."""
-        metrics: dict[str, float] = {}
-        if self.ctx.is_main:
-            self.model.eval()
-            with (
-                torch.no_grad(),
-                torch.autocast(
-                    device_type=self.ctx.device.type,
-                    dtype=self.ctx.amp_dtype or torch.float32,
-                    enabled=self.ctx.amp_dtype is not None,
-                ),
-            ):
-                metrics = {k: float(v) for k, v in self.bench.evaluate(self.model).items()}
-            self.model.train()
-        return distributed.broadcast_object(metrics)
+def _mllog_epoch(epoch: float) -> float | int:
+    """Whole epochs stay integers in the MLPerf log (as before evaluations within an epoch)."""
+    return int(epoch) if float(epoch).is_integer() else round(epoch, 4)
 
 
 def train_to_target(
@@ -166,11 +107,12 @@ def train_to_target(
     callbacks: Sequence[EpochCallback] = (),
     init_started: float,
 ) -> RunResult:
-    """Train until every `cfg.model.target` metric is reached or `cfg.max_epochs` epochs ran."""
+    """Train until every `cfg.model.target` metric is reached, `cfg.max_epochs` epochs ran, or the
+    loss diverged."""
+    per_epoch = evaluations_per_epoch(float(cfg.get("eval_every", 1.0)))
     trainer = Trainer(bench, cfg, ctx)
     target: Mapping[str, float] = cfg.model.target
     quality_key = next(iter(target))
-    max_epochs = int(cfg.max_epochs)
     unit = bench.throughput_unit
     mlperf.event(constants.GLOBAL_BATCH_SIZE, trainer.global_batch)
     mlperf.event(constants.TRAIN_SAMPLES, bench.train_size)
@@ -181,53 +123,81 @@ def train_to_target(
     run_started = time.perf_counter()
     progress.line(f"init took {run_started - init_started:.1f}s; training to {dict(target)}")
 
-    outcome, epochs_to_converge, epoch = "not_converged", None, 0
+    outcome, epochs_to_converge, epochs_done, note = "not_converged", None, 0.0, ""
     throughputs: list[float] = []
     metrics: dict[str, float] = {}
-    for epoch in range(1, max_epochs + 1):
-        mlperf.start(constants.EPOCH_START, epoch_num=epoch)
-        epoch_started = time.perf_counter()
-        batches = bench.train_batches(epoch)
-        progress.epoch_start(epoch, len(batches))
-        stats = trainer.train_epoch(batches, progress, unit)
-        mlperf.end(constants.EPOCH_STOP, epoch_num=epoch)
-        throughputs.append(stats["throughput"])
-        if not math.isfinite(stats["train_loss"]):
-            outcome = "diverged"
-            progress.epoch_end(epoch, {**stats, "epoch_time_s": time.perf_counter() - epoch_started}, unit)
-            break
-        mlperf.start(constants.EVAL_START, epoch_num=epoch)
-        quality = trainer.evaluate()
-        mlperf.end(constants.EVAL_STOP, epoch_num=epoch)
-        mlperf.event(constants.EVAL_ACCURACY, quality[quality_key], epoch_num=epoch)
-        metrics = {
-            **stats,
-            "eval_quality": quality[quality_key],
-            **{f"eval_{name}": value for name, value in quality.items()},
-            "epoch_time_s": time.perf_counter() - epoch_started,
-        }
-        logger.log_epoch(epoch, metrics)
-        progress.epoch_end(epoch, metrics, unit)
-        if reached_target(quality, target):
-            outcome, epochs_to_converge = "converged", epoch
-            break
-        stop = _run_callbacks(callbacks, epoch, metrics) if ctx.is_main else None
-        stop = distributed.broadcast_object(stop)
-        if stop is not None:
-            outcome = stop
-            break
+    evaluation = 0
+    try:
+        for epoch in range(1, int(cfg.max_epochs) + 1):
+            mlperf.start(constants.EPOCH_START, epoch_num=epoch)
+            batches = bench.train_batches(epoch)
+            n_batches = len(batches)
+            iterator = iter(batches)
+            done = 0
+            for point in evaluation_points(n_batches, per_epoch):
+                started = time.perf_counter()
+                progress.epoch_start(epoch, point - done)
+                stats = trainer.train_steps(iterator, point - done, progress, unit)
+                done = point
+                epochs_done = epoch - 1 + (done / n_batches if n_batches else 1.0)
+                if done == n_batches:
+                    mlperf.end(constants.EPOCH_STOP, epoch_num=epoch)
+                throughputs.append(stats["throughput"])
+                evaluation += 1
+                quality = _evaluate(trainer, mlperf, quality_key, epochs_done)
+                metrics = {
+                    **stats,
+                    "eval_quality": quality[quality_key],
+                    **{f"eval_{name}": value for name, value in quality.items()},
+                    # time since the previous evaluation (the epoch's, with one evaluation per epoch)
+                    "epoch_time_s": time.perf_counter() - started,
+                    EPOCH_METRIC: epochs_done,
+                }
+                logger.log_epoch(evaluation, metrics)
+                progress.epoch_end(_progress_epoch(epochs_done), metrics, unit)
+                if reached_target(quality, target):
+                    outcome, epochs_to_converge = "converged", epochs_done
+                    break
+                stop = _run_callbacks(callbacks, evaluation, metrics) if ctx.is_main else None
+                stop = distributed.broadcast_object(stop)
+                if stop is not None:
+                    outcome = stop
+                    break
+            if outcome != "not_converged":
+                if done < n_batches:  # stopped within the epoch: its block ends here
+                    mlperf.end(constants.EPOCH_STOP, epoch_num=epoch)
+                break
+    except Diverged as err:
+        outcome, note = "diverged", str(err)
+        epochs_done = trainer.samples_seen / max(bench.train_size, 1)
+        progress.line(f"diverged: {note}")
 
     time_to_train = time.perf_counter() - run_started
     status = constants.SUCCESS if outcome == "converged" else constants.ABORTED
     mlperf.end(constants.RUN_STOP, status=status)
     return RunResult(
         outcome=outcome,
-        epochs_run=epoch,
+        epochs_run=epochs_done,
         epochs_to_converge=epochs_to_converge,
         time_to_train_s=time_to_train,
         avg_throughput=sum(throughputs) / len(throughputs) if throughputs else 0.0,
         final_quality={k: v for k, v in metrics.items() if k.startswith("eval_")},
+        note=note,
     )
+
+
+def _evaluate(trainer: Trainer, mlperf: MLPerfLog, quality_key: str, epoch: float) -> dict[str, float]:
+    epoch_num = _mllog_epoch(epoch)
+    mlperf.start(constants.EVAL_START, epoch_num=epoch_num)
+    quality = trainer.evaluate()
+    mlperf.end(constants.EVAL_STOP, epoch_num=epoch_num)
+    mlperf.event(constants.EVAL_ACCURACY, quality[quality_key], epoch_num=epoch_num)
+    return quality
+
+
+def _progress_epoch(epoch: float) -> Any:
+    # ProgressReporter prints what it is given: 3 for whole epochs, 3.25 within one
+    return _mllog_epoch(epoch)
 
 
 def measure_throughput(
@@ -240,20 +210,36 @@ def measure_throughput(
     logger: EpochLogger,
     init_started: float,
 ) -> RunResult:
-    """`data=synthetic`: the same training step on one generated batch, for a fixed step count."""
+    """`data=synthetic`: the same training step on one generated batch, for a fixed step count. A
+    run whose loss diverges (the same rule as training) reports no throughput."""
     trainer = Trainer(bench, cfg, ctx)
     # once, before timing: Trainer.step then finds it on the device (NCF builds it on the host)
     batch = ctx.to_device(bench.synthetic_batch())
     unit = bench.throughput_unit
+    warmup, steps = int(cfg.data.warmup_steps), int(cfg.data.steps)
     mlperf.event(constants.GLOBAL_BATCH_SIZE, trainer.global_batch)
-    # untimed warm-up: kernel selection, allocator growth, lazy init
-    trainer.train_epoch([batch] * int(cfg.data.warmup_steps), ProgressReporter("off"), unit)
-    distributed.barrier()
-    mlperf.end(constants.INIT_STOP)
-    mlperf.start(constants.RUN_START)
     started = time.perf_counter()
-    progress.epoch_start(1, int(cfg.data.steps))
-    stats = trainer.train_epoch([batch] * int(cfg.data.steps), progress, unit)
+    try:
+        # untimed warm-up: kernel selection, allocator growth, lazy init
+        trainer.train_steps(iter([batch] * warmup), warmup, ProgressReporter("off"), unit)
+        distributed.barrier()
+        mlperf.end(constants.INIT_STOP)
+        mlperf.start(constants.RUN_START)
+        started = time.perf_counter()
+        progress.epoch_start(1, steps)
+        stats = trainer.train_steps(iter([batch] * steps), steps, progress, unit)
+    except Diverged as err:
+        progress.line(f"diverged: {err}")
+        mlperf.end(constants.RUN_STOP, status=constants.ABORTED)
+        return RunResult(
+            outcome="diverged",
+            epochs_run=0.0,
+            epochs_to_converge=None,
+            time_to_train_s=time.perf_counter() - started,
+            # a throughput measured on a diverged loss is not a throughput
+            avg_throughput=float("nan"),
+            note=str(err),
+        )
     elapsed = time.perf_counter() - started
     metrics = {**stats, "epoch_time_s": elapsed}
     logger.log_epoch(1, metrics)
@@ -261,18 +247,18 @@ def measure_throughput(
     mlperf.end(constants.RUN_STOP, status=constants.ABORTED)
     return RunResult(
         outcome="throughput_only",
-        epochs_run=0,
+        epochs_run=0.0,
         epochs_to_converge=None,
         time_to_train_s=elapsed,
         avg_throughput=stats["throughput"],
     )
 
 
-def _run_callbacks(callbacks: Sequence[EpochCallback], epoch: int, metrics: Mapping[str, float]) -> str | None:
+def _run_callbacks(callbacks: Sequence[EpochCallback], evaluation: int, metrics: Mapping[str, float]) -> str | None:
     """The outcome a callback asked for, or None to keep training."""
     for callback in callbacks:
         try:
-            callback.on_epoch_end(epoch, metrics)
+            callback.on_epoch_end(evaluation, metrics)
         except StopRun as stop:
             return stop.outcome
     return None

@@ -1,0 +1,129 @@
+"""One run's optimisation state for the PyTorch loop: model, optimizer, LR schedule, precision, the
+step counters, and the divergence watch. `t4bench.loop` decides when to train, evaluate and stop."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+
+from t4bench import distributed, optim
+from t4bench import schedule as schedules
+from t4bench.benchmark import Benchmark
+from t4bench.context import RunContext
+from t4bench.divergence import DivergenceGuard, DivergenceRule
+from t4bench.progress import ProgressReporter
+
+# how often (in steps) the loss is read back to the host for the progress bar and divergence check;
+# reading it every step would force a device sync per step on GPUs
+LOSS_READ_INTERVAL = 20
+
+
+class Trainer:
+    """Optimizer, LR schedule, precision and the step counters of one run."""
+
+    def __init__(self, bench: Benchmark, cfg: DictConfig, ctx: RunContext) -> None:
+        self.bench = bench
+        self.ctx = ctx
+        model = bench.build_model().to(ctx.device)
+        if ctx.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        self.model = model
+        self.global_batch = int(cfg.model.batch_size) * ctx.world_size
+        ref_batch = int(cfg.model.schedule.ref_batch_size)
+        lr = optim.base_lr(cfg.model.optimizer, self.global_batch, ref_batch)
+        self.train_model = distributed.wrap_for_data_parallel(model, ctx.device)
+        optimizer = optim.build(bench.param_groups(model), cfg.model.optimizer, lr)
+        self.base_lrs = [group["lr"] for group in optimizer.param_groups]
+        self.optimizer = distributed.wrap_optimizer(optimizer, model)
+        self.schedule = schedules.from_config(cfg.model.schedule, bench.train_size)
+        self.scaler = torch.amp.GradScaler(ctx.device.type, enabled=ctx.precision == "fp16")
+        self.guard = DivergenceGuard(DivergenceRule.from_config(cfg.get("divergence")))
+        self.samples_seen = 0  # global, across ranks
+        self.steps = 0
+
+    def current_lr(self) -> float:
+        return self.base_lrs[0] * self.schedule.factor(self.samples_seen, self.steps)
+
+    def step(self, batch: Any) -> tuple[torch.Tensor, int]:
+        factor = self.schedule.factor(self.samples_seen, self.steps)
+        for group, base in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
+            group["lr"] = base * factor
+        samples = self.bench.samples_in(batch)
+        batch = self.ctx.to_device(batch)
+        with torch.autocast(
+            device_type=self.ctx.device.type,
+            dtype=self.ctx.amp_dtype or torch.float32,
+            enabled=self.ctx.amp_dtype is not None,
+        ):
+            loss, units = self.bench.loss(self.train_model, batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        # step + update; with Horovod the gradients are reduced before the scaler unscales them
+        distributed.scaler_step(self.scaler, self.optimizer)
+        self.steps += 1
+        # every rank steps in lock-step on equally sized shards, so the global count is local x ranks
+        self.samples_seen += samples * self.ctx.world_size
+        loss = loss.detach()
+        self.guard.observe(loss)
+        return loss, units
+
+    def train_steps(
+        self, batches: Iterator[Any], count: int, progress: ProgressReporter, unit: str
+    ) -> dict[str, float]:
+        """Train on the next `count` batches (fewer if `batches` runs out); return the global
+        train_loss, throughput and timing of these steps. Raises `divergence.Diverged`."""
+        self.train_model.train()
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.ctx.device)
+        n_batches, units = 0, 0
+        started = time.perf_counter()
+        for batch in itertools.islice(batches, count):
+            loss, batch_units = self.step(batch)
+            loss_sum += loss.double()
+            n_batches += 1
+            units += batch_units
+            if n_batches % LOSS_READ_INTERVAL == 0 or progress.mode == "bar":
+                value = float(loss)
+                if self.ctx.world_size == 1:  # ranks decide together below, never one alone
+                    self.guard.check(value)
+                elapsed = time.perf_counter() - started
+                progress.batch_done(value, units * self.ctx.world_size / elapsed, unit)
+        if self.ctx.device.type == "cuda":
+            torch.cuda.synchronize(self.ctx.device)
+        train_time = time.perf_counter() - started
+        local_reference = self.guard.reference
+        total_loss, total_batches, total_units, reference_sum = distributed.all_reduce_sum(
+            [float(loss_sum), n_batches, units, local_reference or 0.0], self.ctx.device
+        )
+        (slowest,) = distributed.all_reduce_max([train_time], self.ctx.device)
+        train_loss = total_loss / max(total_batches, 1)
+        # the same global numbers on every rank: every rank reaches the same verdict
+        reference = reference_sum / self.ctx.world_size if local_reference is not None else None
+        self.guard.check(train_loss, "mean train loss", reference=reference)
+        return {
+            "train_loss": train_loss,
+            "throughput": total_units / slowest if slowest > 0 else 0.0,
+            "train_time_s": slowest,
+            "lr": self.current_lr(),
+        }
+
+    def evaluate(self) -> dict[str, float]:
+        """Quality on rank 0 (replicas are identical after each step); every rank gets the result."""
+        metrics: dict[str, float] = {}
+        if self.ctx.is_main:
+            self.model.eval()
+            with (
+                torch.no_grad(),
+                torch.autocast(
+                    device_type=self.ctx.device.type,
+                    dtype=self.ctx.amp_dtype or torch.float32,
+                    enabled=self.ctx.amp_dtype is not None,
+                ),
+            ):
+                metrics = {k: float(v) for k, v in self.bench.evaluate(self.model).items()}
+            self.model.train()
+        return distributed.broadcast_object(metrics)
