@@ -21,15 +21,15 @@ part() { [[ " $PARTS " == *" $1 "* ]]; }
 
 if part ding; then
   echo "== ding: Transformer first epoch vs later ones"
-  timeout 150 $PY benchmarks/first_epoch.py --epochs 3 model=transformer scale=ding "hw=$HW" ${DING_ARGS:-}
+  timeout "${DING_LIMIT:-150}" $PY benchmarks/first_epoch.py --epochs "${DING_EPOCHS:-3}" model=transformer scale=ding "hw=$HW" ${DING_ARGS:-}
 fi
 
 if part ncf_mini; then
   echo "== ncf_mini: time to train, hw=$HW"
-  for perf in default "$HW"; do
+  for perf in ${NCF_PERFS:-default $HW}; do
     bench=() && [[ $perf != default ]] && bench=(model.benchmark=t4bench.ncf_gpu.GpuResidentNCF)
     started=$(date +%s%N)
-    timeout 120 $PY -m t4bench model=ncf "hw=$HW" "+perf=$perf" "${bench[@]}" progress=plain \
+    timeout "${NCF_LIMIT:-120}" $PY -m t4bench model=ncf "hw=$HW" "+perf=$perf" "${bench[@]}" progress=plain \
       "hydra.run.dir=$work/ncf_$perf" >"$dest/ncf_mini_$perf.log" 2>&1
     echo "ncf mini perf=$perf: exit $? after $(( ($(date +%s%N) - started) / 1000000 )) ms wall"
     grep -E '^(init|epoch)|time_to_train|outcome|epochs_to_converge|hr_at_10' "$dest/ncf_mini_$perf.log" | cut -c1-160
