@@ -2,9 +2,9 @@
 telemetry, progress, Python/NumPy seeds) and a framework's training.
 
 A framework plugs in with one function, `join(cfg, env) -> RankSession`, named in `ENTRIES` under
-the framework a benchmark declares (`model.framework` in conf/model/<model>.yaml). Nothing here
-imports a framework: `join` imports only the entry of the run's framework, so a TensorFlow run
-never loads torch and a PyTorch run never loads TensorFlow.
+the framework a benchmark class declares (`Benchmark.framework`, "pytorch" by default). Nothing
+here imports a framework: `join` imports only the entry of the run's framework, so a TensorFlow
+run never loads torch and a PyTorch run never loads TensorFlow.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def entry(framework: str) -> Join:
     """The `join` function of `framework`, imported now."""
     spec = ENTRIES.get(framework)
     if spec is None:
-        raise T4BenchError(f"model.framework={framework!r}: choose one of {', '.join(ENTRIES)}")
+        raise T4BenchError(f"framework {framework!r} has no rank entry; known: {', '.join(ENTRIES)}")
     module_name, _, function = spec.partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -112,6 +112,17 @@ def entry(framework: str) -> Join:
     return join
 
 
-def join(cfg: DictConfig, env: RunEnvironment) -> RankSession:
-    """Join this rank's group with the framework the benchmark declares (`cfg.model.framework`)."""
-    return entry(str(cfg.model.get("framework", "pytorch")))(cfg, env)
+def framework_of(cfg: DictConfig, bench_cls: type[Benchmark]) -> str:
+    """The framework `bench_cls` declares; a `model.framework` in the config must agree with it."""
+    declared = str(bench_cls.framework)
+    configured = cfg.model.get("framework")
+    if configured is not None and str(configured) != declared:
+        raise T4BenchError(
+            f"model.framework={configured} but model.benchmark={cfg.model.benchmark} is a {declared} benchmark"
+        )
+    return declared
+
+
+def join(cfg: DictConfig, env: RunEnvironment, bench_cls: type[Benchmark]) -> RankSession:
+    """Join this rank's group with the framework `bench_cls` declares."""
+    return entry(framework_of(cfg, bench_cls))(cfg, env)

@@ -107,15 +107,17 @@ def _visible(names: list[str]) -> list[str]:
         if not item:
             continue
         if not item.isdigit():  # UUIDs / MIG ids: trust torch's count below
-            return names[: _torch_count()]
+            return names[: _torch_count(len(names))]
         if int(item) < len(names):
             picked.append(names[int(item)])
     return picked
 
 
-def _torch_count() -> int:
-    import torch
-
+def _torch_count(nvml_count: int) -> int:
+    try:
+        import torch
+    except ImportError:  # a TensorFlow-only install: NVML's count is the best answer left
+        return nvml_count
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
@@ -135,8 +137,10 @@ def detect() -> Found:
         return Found(tuple(names), "nvml")
     if not cuda_driver_present():
         return Found((), "none", error, "no CUDA driver: libcuda.so.1 not found")
-    import torch
-
+    try:
+        import torch
+    except ImportError:  # a TensorFlow-only install
+        return Found((), "none", error, "NVML found nothing and torch is not installed to ask CUDA")
     if torch.cuda.is_available() and torch.cuda.device_count() > 0:
         gpus = tuple(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
         return Found(gpus, "torch.cuda", error)

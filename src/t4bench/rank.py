@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from t4bench import frameworks, hardware, seeding, telemetry
 from t4bench import mlflow_names as names
-from t4bench.benchmark import benchmark_class
+from t4bench.benchmark import Benchmark, benchmark_class
 from t4bench.errors import RunTerminated
 from t4bench.frameworks import RankSession, RunServices, TrainResult
 from t4bench.mlperf import MLPerfLog, constants
@@ -81,11 +81,11 @@ class RankRecords:
         self.result: TrainResult | None = None
         self.energy: dict[str, float] = {}
 
-    def open(self, session: RankSession, throughput_unit: str) -> str:
+    def open(self, session: RankSession, bench_cls: type[Benchmark]) -> str:
         """The MLPerf init, the MLflow run (made, or adopted) with its tags, telemetry; the run id."""
         cfg, env = self.cfg, self.env
         self.mlperf.start(constants.INIT_START)
-        run_id = session.broadcast(self.tracker.start(cfg, env, contract_tags(cfg, env, throughput_unit)))
+        run_id = session.broadcast(self.tracker.start(cfg, env, contract_tags(cfg, env, bench_cls)))
         if env.is_main:
             self.telemetry = self._start_telemetry(run_id)
             self.mlperf.window = self.telemetry
@@ -166,14 +166,14 @@ def _share_output_dir(session: RankSession, env: RunEnvironment, output_dir: Pat
 def run_rank(cfg: DictConfig, env: RunEnvironment, output_dir: Path, run_id: str | None = None) -> dict[str, Any]:
     """Train on this rank. Rank 0 owns the MLflow run (`run_id` when a launching process made it)."""
     init_started = time.perf_counter()
-    session = frameworks.join(cfg, env)
+    bench_cls = benchmark_class(cfg)
+    session = frameworks.join(cfg, env, bench_cls)
     if env.outer_launcher and env.world_size > 1 and run_id is None:
         output_dir = _share_output_dir(session, env, output_dir)
-    bench_cls = benchmark_class(cfg)
     records = RankRecords(cfg, env, output_dir, run_id)
     try:
         with sigterm_raises():
-            run_id = records.open(session, bench_cls.throughput_unit)
+            run_id = records.open(session, bench_cls)
             seeding.seed_python(int(cfg.seed))
             session.seed(int(cfg.seed))
             records.mlperf.event(constants.SEED, int(cfg.seed))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from t4bench import launch, preflight
+from t4bench import frameworks, launch, preflight
 from t4bench import mlflow_names as names
 from t4bench.benchmark import benchmark_class
 from t4bench.errors import RunTerminated, T4BenchError
@@ -33,6 +33,7 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     env = preflight.check(cfg)  # no torch yet: hw=auto resolved, the launcher's ranks read
     launch.preflight(env)
     bench_cls = benchmark_class(cfg)
+    frameworks.framework_of(cfg, bench_cls)  # a model.framework the class contradicts fails here
     if not cfg.data.synthetic:
         bench_cls.check_inputs(cfg)
     if env.spawn:
@@ -50,7 +51,7 @@ def _spawn_ranks(cfg: DictConfig, env: RunEnvironment, output_dir: Path, bench_c
     # ranks are fresh interpreters without Hydra: hand them the config with ${...} resolved here
     plain = OmegaConf.to_container(cfg, resolve=True)
     tracker = RunTracker(str(cfg.tracking.uri))
-    tags = {**contract_tags(cfg, env, bench_cls.throughput_unit), **env.tags, names.LAUNCHER: env.launcher}
+    tags = {**contract_tags(cfg, env, bench_cls), **env.tags, names.LAUNCHER: env.launcher}
     run_id = tracker.start(cfg, env, tags)
     status = names.FAILED
     try:

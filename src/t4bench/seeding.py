@@ -21,3 +21,9 @@ def seed_torch(seed: int) -> None:
     import torch
 
     torch.manual_seed(seed)
+
+
+def seed_everything(seed: int) -> None:
+    """Python, NumPy and torch at once (scripts that train PyTorch outside a rank)."""
+    seed_python(seed)
+    seed_torch(seed)

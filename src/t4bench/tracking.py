@@ -17,7 +17,7 @@ import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
@@ -26,6 +26,9 @@ from omegaconf import DictConfig, OmegaConf
 import t4bench
 from t4bench import mlflow_names as names
 from t4bench.run_env import RunEnvironment
+
+if TYPE_CHECKING:
+    from t4bench.benchmark import Benchmark
 
 T = TypeVar("T")
 
@@ -193,7 +196,7 @@ def _chunks(entries: list[T]) -> list[list[T]]:
     return [entries[start : start + _BATCH_LIMIT] for start in range(0, len(entries), _BATCH_LIMIT)]
 
 
-def contract_tags(cfg: DictConfig, env: RunEnvironment, throughput_unit: str) -> dict[str, str]:
+def contract_tags(cfg: DictConfig, env: RunEnvironment, bench_cls: type[Benchmark]) -> dict[str, str]:
     """The tags every run carries from its creation (reports and sweeps filter on them)."""
     tags = {
         names.MODEL: str(cfg.model.name),
@@ -201,8 +204,8 @@ def contract_tags(cfg: DictConfig, env: RunEnvironment, throughput_unit: str) ->
         names.HW_COUNT: str(env.world_size),
         names.SCALE: str(cfg.scale.name),
         names.DATA: "synthetic" if cfg.data.synthetic else "real",
-        names.FRAMEWORK: str(cfg.model.framework),
-        names.THROUGHPUT_UNIT: throughput_unit,
+        names.FRAMEWORK: str(bench_cls.framework),
+        names.THROUGHPUT_UNIT: str(bench_cls.throughput_unit),
         names.SEED: str(cfg.seed),
         names.OUTCOME: names.OUTCOME_RUNNING,
     }
