@@ -145,7 +145,8 @@ def harness_run(model: str, overrides: list[str], out: Path, notes: list[str]) -
     (one failing option set must not cost the other models' figures)."""
     label = overrides[-1]
     try:
-        metrics = t4bench_metrics(overrides, out)
+        # a diverged run logs no throughput: missing figures are NaN
+        metrics = {"avg_throughput": math.nan, "train_loss": math.nan, **t4bench_metrics(overrides, out)}
     except SystemExit as failure:
         notes.append(f"{label} failed: {str(failure)[-200:]}")
         print(f"  {model}: t4bench {label} FAILED: {failure}", flush=True)

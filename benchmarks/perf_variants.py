@@ -46,10 +46,10 @@ def measure(model: str, variant: str, args: argparse.Namespace, out: Path) -> tu
     trainer = Trainer(bench, cfg, ctx)
     batch = ctx.to_device(bench.synthetic_batch())
     quiet = ProgressReporter("off")
-    trainer.train_epoch([batch] * args.warmup, quiet, bench.throughput_unit)
+    trainer.train_steps(iter([batch] * args.warmup), args.warmup, quiet, bench.throughput_unit)
     synchronize(ctx.device)
     setup = time.perf_counter() - started
-    stats = trainer.train_epoch([batch] * args.steps, quiet, bench.throughput_unit)
+    stats = trainer.train_steps(iter([batch] * args.steps), args.steps, quiet, bench.throughput_unit)
     loss = stats["train_loss"]
     del trainer, bench, batch
     gc.collect()
