@@ -125,7 +125,7 @@ def test_no_matching_runs_is_one_line_and_exit_2(store: tuple[Path, str]) -> Non
     proc = _run(["-m", "t4bench.report", "--out", str(root / "none"), "--model", "nosuchmodel"], root, uri, check=False)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "t4bench: error: no runs match experiments t4bench-*, model in ['nosuchmodel']"
+        "t4bench: error: no runs match all experiments, model in ['nosuchmodel']"
     ]
     assert not (root / "none" / "report.md").exists()
 

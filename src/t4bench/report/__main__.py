@@ -46,7 +46,7 @@ def _filter_args(parser: argparse.ArgumentParser) -> None:
         "--experiment",
         action="append",
         default=[],
-        help="experiment name (repeatable); default: every t4bench-* experiment",
+        help="experiment name (repeatable); default: every experiment (runs tagged t4bench.model)",
     )
     parser.add_argument("--model", action="append", default=[], help="t4bench.model tag (repeatable)")
     parser.add_argument("--sweep-id", help="t4bench.sweep_id tag; %% is a wildcard (e.g. ncf_robust-validate-%%)")
@@ -70,6 +70,7 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--optuna-storage", help="Optuna storage of a sweep (journal file or SQL URL)")
     parser.add_argument("--study", help="study name in --optuna-storage (needed when it holds several)")
     parser.add_argument("--no-log", action="store_true", help="do not log the report as an MLflow run")
+    parser.add_argument("--run-id", help="log the report into this existing run (as `mlflow run . -e report` does)")
     return parser
 
 
@@ -145,8 +146,9 @@ def report(argv: Sequence[str]) -> int:
             args.out,
             {"t4bench.report.filter": flt.describe()[:5000]},
             {"argv": " ".join(argv), "tracking_uri": uri},
+            run_id=args.run_id,
         )
-        print(f"logged as MLflow run {run_id} (experiment t4bench-reports)")
+        print(f"logged as MLflow run {run_id}")
     return 0
 
 

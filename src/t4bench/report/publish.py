@@ -13,8 +13,19 @@ from t4bench.report.query import REPORT_TAG
 REPORT_EXPERIMENT = "t4bench-reports"
 
 
-def log_report(client: MlflowClient, out: Path, tags: Mapping[str, str], params: Mapping[str, str]) -> str:
-    """The report run's id; its artifacts are the folder's files under `report/`."""
+def log_report(
+    client: MlflowClient, out: Path, tags: Mapping[str, str], params: Mapping[str, str], run_id: str | None = None
+) -> str:
+    """The report run's id; its artifacts are the folder's files under `report/`.
+
+    With `run_id` (the run `mlflow run . -e report` made) the report goes into that run, which its
+    owner ends; otherwise a new run in `t4bench-reports`, ended here."""
+    if run_id is not None:
+        client.set_tag(run_id, REPORT_TAG, "1")
+        for key, value in tags.items():
+            client.set_tag(run_id, key, value)
+        client.log_artifacts(run_id, str(out), "report")
+        return run_id
     exp = client.get_experiment_by_name(REPORT_EXPERIMENT)
     exp_id = exp.experiment_id if exp is not None else client.create_experiment(REPORT_EXPERIMENT)
     run = client.create_run(exp_id, run_name=f"report-{out.resolve().name}", tags={REPORT_TAG: "1", **tags})

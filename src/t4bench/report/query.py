@@ -19,7 +19,6 @@ from mlflow.tracking import MlflowClient
 
 from t4bench.report.errors import ReportError
 
-EXPERIMENT_PREFIX = "t4bench-"
 REPORT_TAG = "t4bench.report"
 ROLE_TAG = "t4bench.sweep_role"
 PRICE_PARAM = "hw.price_per_gpu_hour"
@@ -64,7 +63,7 @@ class RunFilter:
     until: dt.datetime | None = None
 
     def describe(self) -> str:
-        parts = [f"experiment in {list(self.experiments)}" if self.experiments else "experiments t4bench-*"]
+        parts = [f"experiment in {list(self.experiments)}" if self.experiments else "all experiments"]
         if self.models:
             parts.append(f"model in {list(self.models)}")
         if self.sweep_id:
@@ -122,9 +121,9 @@ def experiment_ids(client: MlflowClient, flt: RunFilter) -> dict[str, str]:
                 raise QueryError(f"--experiment {name!r} does not exist in this tracking store")
             found[exp.experiment_id] = exp.name
         return found
-    exps = client.search_experiments(
-        view_type=ViewType.ACTIVE_ONLY, filter_string=f"name LIKE {_quote(EXPERIMENT_PREFIX + '%')}"
-    )
+    # every experiment: `mlflow run --experiment-name X` puts t4bench runs anywhere; the
+    # t4bench.model tag (checked per run) is what makes a run a t4bench run
+    exps = client.search_experiments(view_type=ViewType.ACTIVE_ONLY, max_results=None)
     return {e.experiment_id: e.name for e in exps}
 
 

@@ -1,0 +1,63 @@
+"""`mlflow run .` on the MLproject file: several Hydra overrides in one -P, the clone's code, and
+the run MLflow Projects creates is the training run (no second, empty run)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import DATA_ROOT, REPO
+
+
+def mlflow_run(tmp_path: Path, uri: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "T4BENCH_DATA_DIR": str(DATA_ROOT), "OMP_NUM_THREADS": "1"}
+    env.pop("PYTHONPATH", None)  # the MLproject command must find the clone's src/ itself
+    return subprocess.run(
+        [sys.executable, "-m", "mlflow", "run", str(REPO), "--env-manager", "local", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def every_run(uri: str) -> list:  # type: ignore[type-arg]
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    return [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
+
+
+def test_main_entry_trains_into_the_project_run(tmp_path: Path, tracking_uri: str) -> None:
+    overrides = f"model=ncf seed=3 max_epochs=1 progress=off hydra.run.dir={tmp_path / 'run'}"
+    proc = mlflow_run(
+        tmp_path, tracking_uri, "-e", "main", "--experiment-name", "t4bench-ncf", "-P", f"overrides={overrides}"
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (run,) = every_run(tracking_uri)  # one run: the project's run is the training run
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["mlflow.project.entryPoint"] == "main"
+    assert run.data.params["seed"] == "3" and run.data.tags["t4bench.seed"] == "3"
+    assert run.data.params["max_epochs"] == "1"
+    assert run.info.run_name == "ncf-mini-cpux1-seed3"
+    assert "time_to_train_s" in run.data.metrics
+    # adopted through tracking.run_id (t4bench.mlproject passes MLFLOW_RUN_ID)
+    assert run.data.params["tracking.run_id"] == run.info.run_id
+
+
+def test_bad_override_fails_the_project_run(tmp_path: Path, tracking_uri: str) -> None:
+    proc = mlflow_run(tmp_path, tracking_uri, "-e", "main", "-P", "overrides=model=ncf hw=nosuchhw")
+    assert proc.returncode != 0
+    assert all(r.info.status != "RUNNING" for r in every_run(tracking_uri))
+
+
+def test_entry_module_splits_one_parameter_like_a_shell() -> None:
+    from t4bench.mlproject import command_for
+
+    command = command_for("main", "model=ncf seed=3 'model.target={hr_at_10: 0.6}'", None)
+    assert command[1:] == ["-m", "t4bench", "model=ncf", "seed=3", "model.target={hr_at_10: 0.6}"]
+    sweep = command_for("sweep", "model=ncf seed=range(0,3)", None)
+    assert sweep[1:] == ["-m", "t4bench", "--multirun", "model=ncf", "seed=range(0,3)"]
