@@ -29,17 +29,32 @@ def run_sweep(args: argparse.Namespace, pruner: str, out: Path) -> dict[str, flo
     if sweep_dir.exists() and not args.resume:
         shutil.rmtree(sweep_dir)
     cmd = [
-        sys.executable, "-m", "t4bench", "--multirun", f"model={args.model}", f"max_epochs={args.max_epochs}",
-        "progress=off", "hydra/sweeper=optuna", "hydra/sweeper/sampler=random", f"hydra/sweeper/pruner={pruner}",
-        f"hydra.sweeper.study_name=bench-{pruner}", f"hydra.sweeper.n_trials={args.n_trials}",
-        f"hydra.sweeper.seeds_per_trial={args.seeds_per_trial}", f"hydra.sweep.dir={sweep_dir}",
-        f"model.optimizer.lr={args.lr_space}", *args.overrides,
+        sys.executable,
+        "-m",
+        "t4bench",
+        "--multirun",
+        f"model={args.model}",
+        f"max_epochs={args.max_epochs}",
+        "progress=off",
+        "hydra/sweeper=optuna",
+        "hydra/sweeper/sampler=random",
+        f"hydra/sweeper/pruner={pruner}",
+        f"hydra.sweeper.study_name=bench-{pruner}",
+        f"hydra.sweeper.n_trials={args.n_trials}",
+        f"hydra.sweeper.seeds_per_trial={args.seeds_per_trial}",
+        f"hydra.sweep.dir={sweep_dir}",
+        f"model.optimizer.lr={args.lr_space}",
+        *args.overrides,
     ]
     if pruner == "median":
         cmd += [f"hydra.sweeper.pruner.n_startup_trials={args.startup}", "hydra.sweeper.pruner.n_warmup_steps=1"]
     print("$", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True, env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
-                   stdout=subprocess.DEVNULL if args.quiet else None)
+    subprocess.run(
+        cmd,
+        check=True,
+        env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
+        stdout=subprocess.DEVNULL if args.quiet else None,
+    )
     study = optuna.load_study(study_name=f"bench-{pruner}", storage=open_storage(str(sweep_dir / "optuna.journal")))
     trials = study.trials
     complete = [t for t in trials if t.state.name == "COMPLETE"]

@@ -24,13 +24,23 @@ from tests.test_sweep_units import postgres_url  # noqa: F401  (fixture: a throw
 # each test trains (1-3 epoch runs of NCF mini in subprocesses)
 pytestmark = pytest.mark.slow
 
-COMMON = ["max_epochs=1", "progress=off", "hydra/sweeper=optuna", "hydra/sweeper/sampler=random",
-          "model.optimizer.lr=tag(log,interval(1e-4,1e-2))"]
+COMMON = [
+    "max_epochs=1",
+    "progress=off",
+    "hydra/sweeper=optuna",
+    "hydra/sweeper/sampler=random",
+    "model.optimizer.lr=tag(log,interval(1e-4,1e-2))",
+]
 
 
 def _env(tracking_uri: str) -> dict[str, str]:
-    return {**os.environ, "MLFLOW_TRACKING_URI": tracking_uri, "T4BENCH_DATA_DIR": str(DATA_ROOT),
-            "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    return {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": tracking_uri,
+        "T4BENCH_DATA_DIR": str(DATA_ROOT),
+        "OMP_NUM_THREADS": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
 
 
 def _study(sweep_dir: Path, name: str = "ncf-optuna") -> optuna.Study:
@@ -58,9 +68,17 @@ def test_seed_sweep_parent_run_and_summary(run_t4bench, mlflow_client, tmp_path:
 
 def test_pruning_stops_trials_early_and_marks_them(run_t4bench, mlflow_client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     # a pruner that prunes any quality gap > 0: every lead seed stops after its first epoch of 3
-    run_t4bench("--multirun", *COMMON, "max_epochs=3", "hydra.sweeper.n_trials=2", "hydra.sweeper.seeds_per_trial=2",
-                "hydra/sweeper/pruner=none", "hydra.sweeper.pruner._target_=optuna.pruners.ThresholdPruner",
-                "+hydra.sweeper.pruner.upper=0.0", env={"OMP_NUM_THREADS": "1"})
+    run_t4bench(
+        "--multirun",
+        *COMMON,
+        "max_epochs=3",
+        "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.seeds_per_trial=2",
+        "hydra/sweeper/pruner=none",
+        "hydra.sweeper.pruner._target_=optuna.pruners.ThresholdPruner",
+        "+hydra.sweeper.pruner.upper=0.0",
+        env={"OMP_NUM_THREADS": "1"},
+    )
     study = _study(tmp_path / "sweep")
     assert [t.state for t in study.trials] == [TrialState.PRUNED, TrialState.PRUNED]
     assert all(t.user_attrs["epochs_run"] == 1 for t in study.trials)  # 1 epoch of 3, second seed never ran
@@ -74,9 +92,20 @@ def test_pruning_stops_trials_early_and_marks_them(run_t4bench, mlflow_client, t
 
 def test_sigterm_then_rerun_resumes_without_redoing_trials(tracking_uri: str, tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"
-    cmd = [sys.executable, "-m", "t4bench", "--multirun", *COMMON, "hydra.sweeper.n_trials=3",
-           "hydra/sweeper/pruner=none", f"hydra.sweep.dir={sweep_dir}", f"hydra.run.dir={tmp_path / 'run'}"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(tracking_uri), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cmd = [
+        sys.executable,
+        "-m",
+        "t4bench",
+        "--multirun",
+        *COMMON,
+        "hydra.sweeper.n_trials=3",
+        "hydra/sweeper/pruner=none",
+        f"hydra.sweep.dir={sweep_dir}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, env=_env(tracking_uri), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.time() + 400
     while time.time() < deadline:
         journal = sweep_dir / "optuna.journal"
@@ -100,15 +129,72 @@ def test_sigterm_then_rerun_resumes_without_redoing_trials(tracking_uri: str, tm
         assert any(c.user_attrs.get("t4bench_retry_of") == t.number and c.params == t.params for c in complete)
 
 
+def test_kill9_then_rerun_closes_the_stale_trials_runs(tracking_uri: str, tmp_path: Path) -> None:
+    """kill -9 mid-trial leaves the trial RUNNING in Optuna and its trial and seed runs RUNNING in
+    MLflow; the re-run fails the stale trial (its pid is dead), redoes it and marks both runs KILLED."""
+    from mlflow.tracking import MlflowClient
+
+    sweep_dir = tmp_path / "sweep"
+    cmd = [
+        sys.executable,
+        "-m",
+        "t4bench",
+        "--multirun",
+        *COMMON,
+        "max_epochs=2",
+        "hydra.sweeper.n_trials=1",
+        "hydra/sweeper/pruner=none",
+        f"hydra.sweep.dir={sweep_dir}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]
+    client = MlflowClient(tracking_uri)
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, env=_env(tracking_uri), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.time() + 400
+    while time.time() < deadline and proc.poll() is None:
+        training = [r for r in all_runs(client, "t4bench-ncf") if "t4bench.sweep_role" not in r.data.tags]
+        if training and "epoch_time_s" in client.get_run(training[0].info.run_id).data.metrics:
+            break  # one epoch done, the second one under way
+        time.sleep(1)
+    proc.kill()
+    proc.wait(timeout=60)
+    assert [t.state for t in _study(sweep_dir).trials] == [TrialState.RUNNING]
+    subprocess.run(cmd, cwd=tmp_path, env=_env(tracking_uri), check=True, capture_output=True, timeout=600)
+    trials = _study(sweep_dir).trials
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.COMPLETE]
+    assert trials[1].user_attrs["t4bench_retry_of"] == 0 and trials[1].params == trials[0].params
+    runs = all_runs(client, "t4bench-ncf")
+    killed_trial = [
+        r
+        for r in runs
+        if r.data.tags.get("t4bench.sweep_role") == "trial" and r.data.tags["t4bench.trial_number"] == "0"
+    ]
+    assert [r.info.status for r in killed_trial] == ["KILLED"]
+    seed_runs = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == killed_trial[0].info.run_id]
+    assert [(r.info.status, r.data.tags["t4bench.outcome"]) for r in seed_runs] == [("KILLED", "killed")]
+    assert not [r for r in runs if r.info.status == "RUNNING"]
+
+
 @pytest.fixture(scope="module")
 def two_worker_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """One Optuna sweep, 3 trials x 2 seeds, run by two worker processes on one journal file;
     the tests below read its storage, its MLflow runs and validate it."""
     base = tmp_path_factory.mktemp("two_workers")
     uri = f"sqlite:///{base / 'mlflow.db'}"
-    cmd = [sys.executable, "-m", "t4bench", "--multirun", *COMMON, "hydra.sweeper.n_trials=3",
-           "hydra.sweeper.seeds_per_trial=2", "hydra.sweeper.n_jobs=2", "hydra/sweeper/pruner=none",
-           f"hydra.sweep.dir={base / 'sweep'}", f"hydra.run.dir={base / 'run'}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "t4bench",
+        "--multirun",
+        *COMMON,
+        "hydra.sweeper.n_trials=3",
+        "hydra.sweeper.seeds_per_trial=2",
+        "hydra.sweeper.n_jobs=2",
+        "hydra/sweeper/pruner=none",
+        f"hydra.sweep.dir={base / 'sweep'}",
+        f"hydra.run.dir={base / 'run'}",
+    ]
     proc = subprocess.run(cmd, cwd=base, env=_env(uri), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return base / "sweep", uri
@@ -117,7 +203,7 @@ def two_worker_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, st
 def test_two_workers_share_one_journal_exactly_n_trials(two_worker_sweep: tuple[Path, str]) -> None:
     trials = _study(two_worker_sweep[0]).trials
     assert len(trials) == 3 and all(t.state == TrialState.COMPLETE for t in trials)
-    assert len({t.system_attrs["t4bench_pid"] for t in trials}) == 2  # both workers ran trials
+    assert len({t.user_attrs["t4bench_pid"] for t in trials}) == 2  # both workers ran trials
 
 
 def test_mlflow_layout_parent_trials_seeds_best(two_worker_sweep: tuple[Path, str]) -> None:
@@ -125,7 +211,9 @@ def test_mlflow_layout_parent_trials_seeds_best(two_worker_sweep: tuple[Path, st
 
     sweep_dir, uri = two_worker_sweep
     study = _study(sweep_dir)
-    runs = [r for r in all_runs(MlflowClient(uri), "t4bench-ncf") if r.data.tags.get("t4bench.sweep_id") == "ncf-optuna"]
+    runs = [
+        r for r in all_runs(MlflowClient(uri), "t4bench-ncf") if r.data.tags.get("t4bench.sweep_id") == "ncf-optuna"
+    ]
     role = {r.info.run_id: r.data.tags.get("t4bench.sweep_role") for r in runs}
     parents = [r for r in runs if role[r.info.run_id] == "parent"]
     assert len(parents) == 1  # one parent although two processes ran the sweep
@@ -143,7 +231,17 @@ def test_mlflow_layout_parent_trials_seeds_best(two_worker_sweep: tuple[Path, st
     assert parent.info.status == "FINISHED"
     assert parent.data.metrics["best_value"] == pytest.approx(best.value)
     assert parent.data.tags["t4bench.best_trial"] == str(best.number)
-    assert float(parent.data.tags["t4bench.best.model.optimizer.lr"]) == pytest.approx(best.params["model.optimizer.lr"])
+    assert float(parent.data.tags["t4bench.best.model.optimizer.lr"]) == pytest.approx(
+        best.params["model.optimizer.lr"]
+    )
+    # readable names, the sweep's fixed params (not the searched one) and the config's tags
+    assert parent.info.run_name.startswith("sweep-ncf-optuna-")
+    assert sorted(r.info.run_name for r in trials) == ["trial-000", "trial-001", "trial-002"]
+    assert sorted(r.info.run_name for r in seeds) == [f"trial-00{t}-seed{s}" for t in range(3) for s in (0, 1)]
+    assert parent.data.params["max_epochs"] == "1" and parent.data.params["model.name"] == "ncf"
+    assert "model.optimizer.lr" not in parent.data.params and "seed" not in parent.data.params
+    assert parent.data.params["sweep.seeds"] == "0,1"
+    assert {parent.data.tags[k] for k in ("t4bench.model", "t4bench.hw", "t4bench.scale")} == {"ncf", "cpu", "mini"}
 
 
 def _free_port() -> int:
@@ -156,8 +254,11 @@ def test_optuna_dashboard_opens_the_journal(two_worker_sweep: tuple[Path, str], 
     port = _free_port()
     journal = two_worker_sweep[0] / "optuna.journal"
     with open(tmp_path / "dashboard.log", "wb") as log:
-        server = subprocess.Popen(["optuna-dashboard", str(journal), "--host", "127.0.0.1", "--port", str(port)],
-                                  stdout=log, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            ["optuna-dashboard", str(journal), "--host", "127.0.0.1", "--port", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         studies = None
         deadline = time.time() + 60
@@ -169,7 +270,9 @@ def test_optuna_dashboard_opens_the_journal(two_worker_sweep: tuple[Path, str], 
                 time.sleep(0.5)
         assert studies is not None, (tmp_path / "dashboard.log").read_text()[-2000:]
         assert [s["study_name"] for s in studies] == ["ncf-optuna"]
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies/{studies[0]['study_id']}", timeout=10) as resp:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{port}/api/studies/{studies[0]['study_id']}", timeout=10
+        ) as resp:
             detail = json.load(resp)
         assert len(detail["trials"]) == 3
     finally:
@@ -177,34 +280,104 @@ def test_optuna_dashboard_opens_the_journal(two_worker_sweep: tuple[Path, str], 
         server.wait(timeout=30)
 
 
-def test_held_out_validation_reports_both_distributions(two_worker_sweep: tuple[Path, str], tmp_path: Path) -> None:
+def test_held_out_validation_reports_both_arms_with_statistics(
+    two_worker_sweep: tuple[Path, str], tmp_path: Path
+) -> None:
     sweep_dir, uri = two_worker_sweep
+    cmd = [sys.executable, "-m", "t4bench.sweep.validate", "--sweep-dir", str(sweep_dir)]
+    # seeds the sweep tuned on (0, 1) are refused in one line
+    refused = subprocess.run([*cmd, "--seeds", "1-2", "--dry-run"], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "used while tuning" in refused.stderr
     proc = subprocess.run(
-        [sys.executable, "-m", "t4bench.sweep.validate", "--sweep-dir", str(sweep_dir), "--seeds", "7",
-         f"hydra.run.dir={tmp_path / 'run'}"],
-        cwd=tmp_path, env=_env(uri), capture_output=True, text=True, timeout=600)
+        [*cmd, "--seeds", "7-8", f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=tmp_path,
+        env=_env(uri),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert "held-out validation" in proc.stdout
+    assert "Held-out validation" in proc.stdout and "goal ncf:" in proc.stdout
     result = json.loads((sweep_dir / "validation.json").read_text())
-    assert [r["seed"] for r in result["best"]["runs"]] == [7] and [r["seed"] for r in result["reference"]["runs"]] == [7]
-    assert result["best_trial"] == _study(sweep_dir).best_trial.number
+    assert result["best"]["trial"] == _study(sweep_dir).best_trial.number
+    for arm in ("tuned", "reference"):
+        runs = result["arms"][arm]["runs"]
+        assert [r["seed"] for r in runs] == [7, 8]
+        # epochs of a run that missed the target enter as its max_epochs (1): censored, not dropped
+        expected = [r["epochs_to_converge"] if r["outcome"] == "converged" else 1.0 for r in runs]
+        assert result["arms"][arm]["epochs"] == expected and result["arms"][arm]["stats"]["n"] == 2
+    assert set(result["comparison"]) == {"mean_ratio", "std_ratio", "brown_forsythe", "mann_whitney"}
+    csv_rows = (sweep_dir / "validation.csv").read_text().splitlines()
+    assert csv_rows[0] == "statistic,tuned,reference,ratio,ci_low,ci_high" and len(csv_rows) == 9
     from mlflow.tracking import MlflowClient
 
     runs = all_runs(MlflowClient(uri), "t4bench-ncf")
-    parents = {r.data.tags["t4bench.sweep_id"]: r.info.status for r in runs if r.data.tags.get("t4bench.sweep_role") == "parent"}
-    # the sweep's own parent is left FINISHED; each set gets its own finished parent
-    assert parents == {"ncf-optuna": "FINISHED", f"ncf-optuna-validate-best-t{result['best_trial']}": "FINISHED",
-                       "ncf-optuna-validate-reference": "FINISHED"}
+    parents = {r.data.tags["t4bench.sweep_id"]: r for r in runs if r.data.tags.get("t4bench.sweep_role") == "parent"}
+    best = result["best"]["trial"]
+    # the sweep's own parent is left FINISHED; the validation parent holds one finished run per arm
+    assert {k: r.info.status for k, r in parents.items()} == {
+        "ncf-optuna": "FINISHED",
+        "ncf-optuna-validate": "FINISHED",
+        f"ncf-optuna-validate-best-t{best}": "FINISHED",
+        "ncf-optuna-validate-reference": "FINISHED",
+    }
+    validation = parents["ncf-optuna-validate"]
+    for arm in (f"ncf-optuna-validate-best-t{best}", "ncf-optuna-validate-reference"):
+        assert parents[arm].data.tags["mlflow.parentRunId"] == validation.info.run_id
+    assert "mean_ratio" in validation.data.metrics and validation.data.tags["t4bench.goal"] in ("PASS", "FAIL")
+    names = {
+        r.info.run_name for r in runs if r.data.tags.get("t4bench.sweep_id", "").startswith("ncf-optuna-validate-")
+    }
+    assert {"tuned-seed7", "tuned-seed8", "reference-seed7", "reference-seed8"} <= names
+
+
+def test_other_study_reusing_the_sweep_id_fails_in_one_line(two_worker_sweep: tuple[Path, str], tmp_path: Path) -> None:
+    """A new study under an old sweep id must not reopen the old (FINISHED) parent run."""
+    _, uri = two_worker_sweep
+    cmd = [
+        sys.executable,
+        "-m",
+        "t4bench",
+        "--multirun",
+        *COMMON,
+        "hydra.sweeper.study_name=another",
+        "hydra.sweeper.sweep_id=ncf-optuna",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+    ]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=_env(uri), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.startswith("t4bench: error: sweep id 'ncf-optuna' belongs to another sweep")
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    from mlflow.tracking import MlflowClient
+
+    runs = all_runs(MlflowClient(uri), "t4bench-ncf")
+    parent = [
+        r
+        for r in runs
+        if r.data.tags.get("t4bench.sweep_id") == "ncf-optuna" and r.data.tags.get("t4bench.sweep_role") == "parent"
+    ]
+    assert len(parent) == 1 and parent[0].info.status == "FINISHED"
 
 
 def test_two_workers_on_postgresql_finish_exactly_n_trials(postgres_url: str, tmp_path: Path) -> None:  # noqa: F811
     """The several-machines mode: an SQLAlchemy URL instead of the journal (no shared lock file),
     the pruning callback in each job reporting to the same server."""
     sweep_dir = tmp_path / "sweep"
-    cmd = [sys.executable, "-m", "t4bench", "--multirun", *COMMON, "hydra.sweeper.n_trials=3", "hydra.sweeper.n_jobs=2",
-           f"hydra.sweeper.storage='{postgres_url}'", f"hydra.sweep.dir={sweep_dir}", f"hydra.run.dir={tmp_path / 'run'}"]
-    proc = subprocess.run(cmd, cwd=tmp_path, env=_env(f"sqlite:///{tmp_path / 'mlflow.db'}"), capture_output=True,
-                          text=True, timeout=900)
+    cmd = [
+        sys.executable,
+        "-m",
+        "t4bench",
+        "--multirun",
+        *COMMON,
+        "hydra.sweeper.n_trials=3",
+        "hydra.sweeper.n_jobs=2",
+        f"hydra.sweeper.storage='{postgres_url}'",
+        f"hydra.sweep.dir={sweep_dir}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]
+    proc = subprocess.run(
+        cmd, cwd=tmp_path, env=_env(f"sqlite:///{tmp_path / 'mlflow.db'}"), capture_output=True, text=True, timeout=900
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     trials = optuna.load_study(study_name="ncf-optuna", storage=postgres_url).trials
     complete = [t for t in trials if t.state == TrialState.COMPLETE]

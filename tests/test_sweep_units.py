@@ -10,7 +10,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from t4bench.sweep import space, stats
@@ -81,12 +83,16 @@ def test_search_space_from_override_syntax() -> None:
 
 
 def test_plugins_discovered_and_sweeps_compose() -> None:
-    out = subprocess.run([sys.executable, "-m", "t4bench", "--info", "plugins"], capture_output=True, text=True, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, "-m", "t4bench", "--info", "plugins"], capture_output=True, text=True, cwd=REPO
+    )
     assert "T4OptunaSweeper" in out.stdout and "T4BenchSweepsSearchPath" in out.stdout
     for sweep in sorted((REPO / "sweeps").glob("*.yaml")):
         proc = subprocess.run(
             [sys.executable, "-m", "t4bench", f"+sweeps={sweep.stem}", "--cfg", "hydra"],
-            capture_output=True, text=True, cwd="/",
+            capture_output=True,
+            text=True,
+            cwd="/",
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
         expected = "BasicSweeper" if sweep.stem.endswith("_seeds") else "T4OptunaSweeper"
@@ -94,36 +100,46 @@ def test_plugins_discovered_and_sweeps_compose() -> None:
         assert f"multirun/sweeps/{sweep.stem}" in proc.stdout or "${hydra.sweeper.study_name}" in proc.stdout
 
 
-def _stale_running_trial(storage_url: str) -> tuple[object, int]:
+def _stale_running_trial(storage_url: str) -> tuple[Any, int]:
+    """A RUNNING trial claimed by a process that is gone (public Optuna API only)."""
     import optuna
 
+    from t4bench.sweep import liveness
     from t4bench.sweep.storage import open_storage
-    from t4bench.sweep.study import HOST_ATTR, PID_ATTR
 
-    store = open_storage(storage_url)
-    study = optuna.create_study(study_name="stale", storage=store)
+    study = optuna.create_study(study_name="stale", storage=open_storage(storage_url))
     trial = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
+    liveness.claim(trial)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    import socket
-
-    store.set_trial_system_attr(trial._trial_id, HOST_ATTR, socket.gethostname())
-    store.set_trial_system_attr(trial._trial_id, PID_ATTR, dead.pid)
+    trial.set_user_attr(liveness.PID_ATTR, dead.pid)
     return study, trial.number
 
 
 def test_stale_trial_of_dead_worker_is_failed_and_requeued(tmp_path: Path) -> None:
+    import optuna
     from optuna.trial import TrialState
 
-    from t4bench.sweep.study import OptunaStudyRunner
+    from t4bench.sweep import liveness
 
     study, number = _stale_running_trial(f"journal:{tmp_path / 's.journal'}")
-    runner = OptunaStudyRunner.__new__(OptunaStudyRunner)  # only the accounting parts
-    runner.study, runner.storage, runner.stale_after, runner.mlflow = study, study._storage, 3600.0, None
-    assert runner.fail_stale_trials() == [number]
+    # a live trial of this very process is never stale, however old its heartbeat
+    mine = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
+    liveness.claim(mine)
+    failed = liveness.fail_stale_trials(study, stale_after=3600.0)
+    assert [t.number for t in failed] == [number]
     states = [t.state for t in study.trials]
-    assert states == [TrialState.FAIL, TrialState.WAITING]
-    assert study.trials[1].params == {} and study.trials[1].system_attrs["fixed_params"] == study.trials[0].params
+    assert states == [TrialState.FAIL, TrialState.RUNNING, TrialState.WAITING]
+    waiting = study.trials[2]
+    assert waiting.user_attrs[liveness.RETRY_ATTR] == number
+    assert liveness.excused_failures(study.trials) == 1
+    redo = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
+    assert redo.params == study.trials[0].params
+    # the silence rule: a claim whose heartbeat is older than stale_after is stale on any host
+    redo.set_user_attr(liveness.HEARTBEAT_ATTR, 0.0)
+    redo.set_user_attr(liveness.HOST_ATTR, "another-host")
+    frozen = study.trials[redo.number]
+    assert liveness.is_stale(frozen, stale_after=60.0) and not liveness.is_stale(frozen, stale_after=1e12)
 
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -166,19 +182,17 @@ def postgres_url(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def test_postgresql_storage_accounting(postgres_url: str) -> None:
     """Any SQLAlchemy URL works: a study on a throwaway PostgreSQL cluster, stale trial handling."""
+    import optuna
     from optuna.trial import TrialState
 
+    from t4bench.sweep import liveness
     from t4bench.sweep.storage import critical_section, is_journal
-    from t4bench.sweep.study import OptunaStudyRunner
 
     assert not is_journal(postgres_url)
     with critical_section(postgres_url):  # no file lock for SQL storages
         study, number = _stale_running_trial(postgres_url)
-    runner = OptunaStudyRunner.__new__(OptunaStudyRunner)
-    runner.study, runner.storage, runner.stale_after, runner.mlflow = study, study._storage, 3600.0, None
-    assert runner.fail_stale_trials() == [number]
-    import optuna
-
+    assert [t.number for t in liveness.fail_stale_trials(study, stale_after=3600.0)] == [number]
+    assert liveness.fail_stale_trials(study, stale_after=3600.0) == []  # failed once, not twice
     trial = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
     assert trial.params == study.trials[0].params  # the requeued parameters
     study.tell(trial, 1.0)
@@ -197,7 +211,96 @@ def test_validate_rejects_bad_input_in_one_line(tmp_path: Path) -> None:
         (["--sweep-dir", str(tmp_path), "--study", "other"], "no study 'other'"),
     ]
     for args, message in cases:
-        proc = subprocess.run([sys.executable, "-m", "t4bench.sweep.validate", *args, "--dry-run"],
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "t4bench.sweep.validate", *args, "--dry-run"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
+
+
+def _runs(epochs: list[float | None], max_epochs: int = 8) -> list[dict[str, Any]]:
+    """Run results as the task function returns them; None = did not reach the target."""
+    return [
+        {
+            "seed": 100 + i,
+            "outcome": "converged" if e is not None else "not_converged",
+            "converged": 1.0 if e is not None else 0.0,
+            "epochs_to_converge": e if e is not None else math.nan,
+            "epochs_run": e if e is not None else max_epochs,
+            "time_to_train_s": 10.0,
+            "max_epochs": float(max_epochs),
+        }
+        for i, e in enumerate(epochs)
+    ]
+
+
+def test_censored_epochs_and_arm_statistics() -> None:
+    runs = _runs([3.0, 4.5, None, 3.25])
+    assert stats.censored_epochs(runs, default_max_epochs=99) == [3.0, 4.5, 8.0, 3.25]
+    del runs[2]["max_epochs"]  # a run without a recorded budget falls back to the config's
+    assert stats.censored_epochs(runs, default_max_epochs=6)[2] == 6.0
+    arm = stats.arm_stats([3.0, 4.5, 8.0, 3.25], n_converged=3)
+    assert arm["olympic_mean"] == pytest.approx((3.25 + 4.5) / 2)  # one min and one max dropped
+    assert arm["converged_fraction"] == 0.75 and arm["mean"] == pytest.approx(18.75 / 4)
+    assert arm["std"] == pytest.approx(float(np.std([3.0, 4.5, 8.0, 3.25], ddof=1)))
+
+
+def test_compare_arms_uses_scipy_and_the_goal_separates_real_gains() -> None:
+    from scipy import stats as sps
+
+    rng = np.random.default_rng(7)
+    reference = np.round(rng.normal(10.0, 2.0, 20), 2).tolist()
+    tuned = np.round(rng.normal(5.0, 0.5, 20), 2).tolist()  # half the epochs, a quarter of the spread
+    comp = stats.compare_arms(tuned, reference)
+    assert comp["mean_ratio"]["value"] == pytest.approx(np.mean(tuned) / np.mean(reference))
+    assert comp["std_ratio"]["value"] == pytest.approx(np.std(tuned, ddof=1) / np.std(reference, ddof=1))
+    for key in ("mean_ratio", "std_ratio"):
+        r = comp[key]
+        assert r["ci_low"] < r["value"] < r["ci_high"] < 1.0, r
+    assert comp["brown_forsythe"]["p_value"] == pytest.approx(sps.levene(tuned, reference, center="median").pvalue)
+    assert comp["mann_whitney"]["p_value"] == pytest.approx(sps.mannwhitneyu(tuned, reference).pvalue)
+    assert comp["mann_whitney"]["p_value"] < 0.001 and comp["brown_forsythe"]["p_value"] < 0.01
+    assert stats.goal_check(comp) == {"mean": True, "std": True, "pass": True}
+    # the same distribution in both arms: ratios near 1, CIs that include 1: no gain claimed
+    same = stats.compare_arms(np.round(rng.normal(10.0, 2.0, 20), 2).tolist(), reference)
+    assert same["mean_ratio"]["ci_low"] < 1.0 < same["mean_ratio"]["ci_high"]
+    assert stats.goal_check(same)["pass"] is False
+    # 35% faster but just as spread: the mean passes, the std does not
+    shifted = (np.asarray(reference) * 0.6 + rng.normal(0.0, 0.01, 20)).tolist()
+    partial = stats.goal_check(stats.compare_arms(shifted, reference))
+    assert partial == {"mean": True, "std": False, "pass": False}
+
+
+def test_validation_report_tables_and_goal_lines(tmp_path: Path) -> None:
+    from t4bench.sweep import validate
+
+    arms = {
+        "tuned": {
+            "sweep_id": "s-validate-best-t3",
+            "overrides": ["model.optimizer.lr=0.005"],
+            "results": _runs([3.0, 3.0, 3.25, 3.0, 3.5, 3.0]),
+        },
+        "reference": {
+            "sweep_id": "s-validate-reference",
+            "overrides": [],
+            "results": _runs([4.0, 5.0, None, 4.0, 6.0, 4.5]),
+        },
+    }
+    report = validate.build_report(
+        "ncf", "s", list(range(100, 106)), {"trial": 3, "params": {}, "value": 3.1}, arms, default_max_epochs=8
+    )
+    assert report["arms"]["reference"]["epochs"] == [4.0, 5.0, 8.0, 4.0, 6.0, 4.5]
+    assert report["arms"]["reference"]["stats"]["n_converged"] == 5
+    lines = validate.goal_lines(report)
+    assert [line.split(":")[0] for line in lines] == ["goal ncf mean", "goal ncf std", "goal ncf"]
+    verdict = "PASS" if report["goal"]["pass"] else "FAIL"
+    assert lines[-1] == f"goal ncf: {verdict}"
+    text = validate.render(report)
+    assert "right-censored" in text and "| mean |" in text and "reference: 100:4 101:5 102:- " in text
+    validate.write_csv(report, tmp_path / "v.csv")
+    rows = (tmp_path / "v.csv").read_text().splitlines()
+    assert rows[0] == "statistic,tuned,reference,ratio,ci_low,ci_high" and rows[4].startswith("mean,")
+    assert validate.metrics(report)["goal_pass"] == float(report["goal"]["pass"])

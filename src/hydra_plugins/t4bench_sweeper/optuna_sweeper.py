@@ -4,7 +4,8 @@ Thin: the study loop is t4bench.sweep.study.OptunaStudyRunner; this class adapts
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+import sys
+from typing import Any
 
 from hydra.core.plugins import Plugins
 from hydra.plugins.launcher import Launcher
@@ -12,14 +13,16 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
+from t4bench.errors import T4BenchError
+
 
 class T4OptunaSweeper(Sweeper):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__()
         self.sweeper_cfg = kwargs
-        self.hydra_context: Optional[HydraContext] = None
-        self.config: Optional[DictConfig] = None
-        self.launcher: Optional[Launcher] = None
+        self.hydra_context: HydraContext | None = None
+        self.config: DictConfig | None = None
+        self.launcher: Launcher | None = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.hydra_context = hydra_context
@@ -28,7 +31,7 @@ class T4OptunaSweeper(Sweeper):
             hydra_context=hydra_context, task_function=task_function, config=config
         )
 
-    def sweep(self, arguments: List[str]) -> Any:
+    def sweep(self, arguments: list[str]) -> Any:
         from t4bench.sweep.study import OptunaStudyRunner
 
         assert self.config is not None and self.launcher is not None
@@ -36,8 +39,12 @@ class T4OptunaSweeper(Sweeper):
         # the resolved sweeper node (study_name may interpolate the model name); sampler and pruner
         # stay DictConfigs for hydra.utils.instantiate
         resolved = {k: cfg[k] for k in cfg if k not in ("_target_",)}
-        runner = OptunaStudyRunner(resolved, self.config, self.launcher, arguments)
-        seeds = resolved.get("validate_seeds")
-        if seeds:  # python -m t4bench.sweep.validate: held-out seeds, no study trials
-            return runner.validate([int(s) for s in seeds])
-        return runner.run()
+        try:
+            runner = OptunaStudyRunner(resolved, self.config, self.launcher, arguments)
+            seeds = resolved.get("validate_seeds")
+            if seeds:  # python -m t4bench.sweep.validate: held-out seeds, no study trials
+                return runner.validate([int(s) for s in seeds])
+            return runner.run()
+        except T4BenchError as err:  # bad input (e.g. a sweep id of another sweep): one line, exit 2
+            print(f"t4bench: error: {err}", file=sys.stderr)
+            sys.exit(2)

@@ -15,9 +15,21 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from t4bench import mlflow_names as names
+from t4bench.errors import T4BenchError
+
+# the sweep's part of the MLflow contract (the run's part is t4bench.mlflow_names)
 ROLE = "t4bench.sweep_role"
-SWEEP_ID = "t4bench.sweep_id"
-PARENT = "mlflow.parentRunId"
+SWEEP_ID = names.SWEEP_ID
+KIND = "t4bench.sweep_kind"
+#: what a parent run belongs to: "optuna:<study>@<storage>#<study uid>", "seeds:<sweep dir>", ...
+IDENTITY = "t4bench.sweep_identity"
+OUTCOME = names.OUTCOME
+PARENT = names.MLFLOW_PARENT_RUN_ID
+
+
+class SweepIdConflict(T4BenchError):
+    """A sweep id already names the parent run of another sweep."""
 
 
 def client(uri: str) -> Any:
@@ -72,23 +84,58 @@ def find_runs(mlflow: Any, exp_id: str, sweep_id: str, role: str | None) -> list
 
 
 def get_or_create_parent(
-    mlflow: Any, exp_id: str, sweep_id: str, kind: str, run_name: str, tags: Mapping[str, str] | None = None,
-    *, reopen: bool = True,
+    mlflow: Any,
+    exp_id: str,
+    sweep_id: str,
+    kind: str,
+    run_name: str,
+    tags: Mapping[str, str] | None = None,
+    *,
+    identity: str,
+    reopen: bool = True,
 ) -> str:
     """The sweep's parent run: found by tag when the sweep is resumed (RUNNING again unless
-    `reopen` is false: a validation adds no trials to it), else created."""
+    `reopen` is false: a validation adds no trials to it), else created.
+
+    A parent found under `sweep_id` is reused only when its IDENTITY tag equals `identity` (the
+    same study, the same seed-sweep folder): another sweep that reuses an old sweep id must not
+    reopen, and then leave RUNNING, a parent that is not its own (SweepIdConflict)."""
     found = find_runs(mlflow, exp_id, sweep_id, "parent")
     if found:
-        run_id = found[0].info.run_id
-        if reopen and found[0].info.status != "RUNNING":
+        run = found[0]
+        check_identity(run, sweep_id, identity)
+        run_id = run.info.run_id
+        if reopen and run.info.status != "RUNNING":
             mlflow.update_run(run_id, status="RUNNING")
         return str(run_id)
     run = mlflow.create_run(
         exp_id,
         run_name=run_name,
-        tags={SWEEP_ID: sweep_id, ROLE: "parent", "t4bench.sweep_kind": kind, **dict(tags or {})},
+        tags={SWEEP_ID: sweep_id, ROLE: "parent", KIND: kind, IDENTITY: identity, **dict(tags or {})},
     )
     return str(run.info.run_id)
+
+
+def check_identity(run: Any, sweep_id: str, identity: str) -> None:
+    theirs = run.data.tags.get(IDENTITY)
+    if theirs != identity:
+        raise SweepIdConflict(
+            f"sweep id {sweep_id!r} belongs to another sweep ({theirs or 'one made before sweep identities'}; "
+            f"MLflow run {run.info.run_id}, {run.info.status}): choose another sweep id"
+        )
+
+
+def close_running_children(mlflow: Any, exp_id: str, parent_id: str, status: str) -> list[str]:
+    """End the child runs of `parent_id` that are still RUNNING (their process is gone: a killed
+    worker's seed runs) with `status`, tagged t4bench.outcome=killed / failed."""
+    query = f"tags.`{PARENT}` = {_quote(parent_id)} and attributes.status = 'RUNNING'"
+    closed = []
+    for run in mlflow.search_runs([exp_id], filter_string=query, max_results=1000):
+        outcome = names.OUTCOME_KILLED if status == names.KILLED else names.OUTCOME_FAILED
+        set_tags(mlflow, run.info.run_id, {OUTCOME: outcome})
+        mlflow.set_terminated(run.info.run_id, status=status)
+        closed.append(str(run.info.run_id))
+    return closed
 
 
 def create_child(
@@ -133,14 +180,19 @@ def run_result(run: Any) -> dict[str, Any]:
     """A training run as the task function's result dict (from its MLflow metrics and tags)."""
     metrics, tags = run.data.metrics, run.data.tags
     result: dict[str, Any] = {
-        "outcome": tags.get("t4bench.outcome", "unknown"),
+        "outcome": tags.get(names.OUTCOME, "unknown"),
         "run_id": run.info.run_id,
-        "seed": int(tags["t4bench.seed"]) if tags.get("t4bench.seed", "").lstrip("-").isdigit() else None,
+        "seed": int(tags[names.SEED]) if tags.get(names.SEED, "").lstrip("-").isdigit() else None,
         "status": run.info.status,
     }
-    for key in ("epochs_to_converge", "epochs_run", "time_to_train_s", "converged", "avg_throughput"):
+    summary = (names.EPOCHS_TO_CONVERGE, names.EPOCHS_RUN, names.TIME_TO_TRAIN_S, names.CONVERGED, names.AVG_THROUGHPUT)
+    for key in summary:
         result[key] = float(metrics.get(key, math.nan))
-    result.update({k: v for k, v in metrics.items() if k.startswith("eval_")})
+    result.update({k: v for k, v in metrics.items() if k.startswith(names.EVAL_PREFIX)})
+    # the run's epoch budget (its resolved config is logged as params): where a run that did not
+    # converge is censored in a held-out comparison
+    max_epochs = run.data.params.get("max_epochs", "")
+    result["max_epochs"] = float(max_epochs) if max_epochs.replace(".", "", 1).isdigit() else math.nan
     return result
 
 

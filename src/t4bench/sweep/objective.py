@@ -84,9 +84,7 @@ class RobustObjective:
         if math.isfinite(value) and outcome != "diverged":
             return value
         if self.penalty_value is None:
-            raise ValueError(
-                f"objective {self.metric!r} is {value} (outcome {outcome}) and penalty.value is not set"
-            )
+            raise ValueError(f"objective {self.metric!r} is {value} (outcome {outcome}) and penalty.value is not set")
         return self.penalty_value
 
     def aggregate_values(self, values: Sequence[float]) -> float:

@@ -56,8 +56,14 @@ class OptunaPruningReporter:
         # pruners out of the storage, a study loaded here would otherwise get the default pruner
         self.pruner = pruner
         self._trial: Any = None
+        self._trial_id = -1
+        self._storage: Any = None
 
     def _optuna_trial(self) -> Any:
+        """The running trial as an `optuna.trial.Trial`, made in this (job) process.
+
+        Public API only: the storage classes' own methods map (study name, trial number) to the
+        trial id that the Trial constructor takes."""
         if self._trial is None:
             import optuna
 
@@ -66,14 +72,15 @@ class OptunaPruningReporter:
             storage = open_storage(self.storage_url)
             study = optuna.load_study(study_name=self.study_name, storage=storage, pruner=self.pruner)
             study_id = storage.get_study_id_from_name(self.study_name)
-            trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, self.trial_number)
-            self._trial = optuna.trial.Trial(study, trial_id)
+            self._trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, self.trial_number)
+            self._storage = storage
+            self._trial = optuna.trial.Trial(study, self._trial_id)
         return self._trial
 
     def on_epoch_end(self, epoch: int, metrics: Mapping[str, float]) -> None:
         trial = self._optuna_trial()
         if not self.report:
-            frozen = trial.storage.get_trial(trial._trial_id)
+            frozen = self._storage.get_trial(self._trial_id)
             if PRUNED_ATTR in frozen.user_attrs or frozen.state.is_finished():
                 raise StopRun("pruned", f"trial {self.trial_number} was pruned (lead seed)")
             return

@@ -1,13 +1,13 @@
 """Hydra override syntax -> Optuna distributions, and trial parameters -> overrides.
 
-    key=interval(a,b)                 FloatDistribution(a, b)
-    key=int(interval(a,b))            IntDistribution(a, b)
-    key=tag(log,interval(a,b))        log scale (also with int(...))
-    key=range(start,stop[,step])      IntDistribution / FloatDistribution with step (stop exclusive,
-                                      as in Hydra's basic sweeper)
-    key=choice(a,b,c)  or  key=a,b,c  CategoricalDistribution (lists and dicts are kept as their
-                                      override text, e.g. choice([64,32],[128,64]))
-    key=value                         not searched: passed to every job as is
+key=interval(a,b)                 FloatDistribution(a, b)
+key=int(interval(a,b))            IntDistribution(a, b)
+key=tag(log,interval(a,b))        log scale (also with int(...))
+key=range(start,stop[,step])      IntDistribution / FloatDistribution with step (stop exclusive,
+                                  as in Hydra's basic sweeper)
+key=choice(a,b,c)  or  key=a,b,c  CategoricalDistribution (lists and dicts are kept as their
+                                  override text, e.g. choice([64,32],[128,64]))
+key=value                         not searched: passed to every job as is
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class SearchSpace:
             elif isinstance(dist, IntDistribution) and not dist.log:
                 grid[name] = list(range(dist.low, dist.high + 1, dist.step))
             elif isinstance(dist, FloatDistribution) and dist.step is not None:
-                n = int(round((dist.high - dist.low) / dist.step))
+                n = round((dist.high - dist.low) / dist.step)
                 grid[name] = [dist.low + i * dist.step for i in range(n + 1)]
             else:
                 raise ValueError(f"grid sampler: {name} is a continuous interval; use choice() or range()")
@@ -99,7 +99,7 @@ def _distribution(override: Override) -> tuple[Any, bool]:
     if isinstance(value, ChoiceSweep):
         choices = list(value.list)
         if all(isinstance(c, _PRIMITIVE) for c in choices):
-            return CategoricalDistribution(choices), False
+            return CategoricalDistribution(choices), False  # type: ignore[arg-type]
         return CategoricalDistribution([format_value(c) for c in choices]), True
     if isinstance(value, RangeSweep):
         assert value.start is not None and value.stop is not None

@@ -88,7 +88,7 @@ def describe_runs(results: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, f
 
     def column(key: str, only_converged: bool) -> list[float | None]:
         out: list[float | None] = []
-        for ok, r in zip(converged, results):
+        for ok, r in zip(converged, results, strict=True):
             value = r.get(key)
             out.append(float(value) if value is not None and (ok or not only_converged) else math.nan)
         return out
@@ -129,3 +129,124 @@ def format_table(columns: Mapping[str, Mapping[str, float]], title: str = "") ->
                 row += f"{value:>{width + 2}.3f}" if math.isfinite(value) else f"{'nan':>{width + 2}}"
         lines.append(row)
     return "\n".join(lines)
+
+
+# ---- held-out comparison of two arms (tuned vs reference) -------------------------------------
+#: the goal of a tuned preset (issue #13): epochs-to-converge mean >= 30% lower and std >= 50% lower
+#: than the reference's, each with its bootstrap 95% CI of tuned/reference excluding 1.0
+GOAL_MEAN_RATIO = 0.70
+GOAL_STD_RATIO = 0.50
+_UNBOUNDED = 1e12
+
+
+def censored_epochs(results: Sequence[Mapping[str, Any]], default_max_epochs: float) -> list[float]:
+    """epochs_to_converge per run, where a run that did not converge enters as its max_epochs.
+
+    That run needed more than max_epochs: max_epochs is a lower bound of its true value (right-
+    censored), so means and stds that include it are lower bounds too, and a tuned arm cannot gain
+    from runs that never reached the target."""
+    out = []
+    for r in results:
+        value = float(r.get("epochs_to_converge", math.nan) or math.nan)
+        converged = bool(float(r.get("converged", 0.0) or 0.0)) or str(r.get("outcome")) == "converged"
+        if converged and math.isfinite(value):
+            out.append(value)
+            continue
+        budget = float(r.get("max_epochs", math.nan) or math.nan)
+        out.append(budget if math.isfinite(budget) else float(default_max_epochs))
+    return out
+
+
+def arm_stats(values: Sequence[float], n_converged: int) -> dict[str, float]:
+    """n, converged fraction, mean, std (ddof=1), olympic mean (drop one min and one max), min, max."""
+    vals = sorted(float(v) for v in values)
+    n = len(vals)
+    return {
+        "n": float(n),
+        "n_converged": float(n_converged),
+        "converged_fraction": n_converged / n if n else math.nan,
+        "mean": sum(vals) / n if n else math.nan,
+        "std": sample_std(vals),
+        "olympic_mean": sum(vals[1:-1]) / (n - 2) if n >= 3 else math.nan,
+        "min": vals[0] if vals else math.nan,
+        "max": vals[-1] if vals else math.nan,
+    }
+
+
+def _ratio_ci(
+    tuned: Sequence[float], reference: Sequence[float], statistic: str, n_resamples: int, seed: int
+) -> dict[str, Any]:
+    """tuned/reference of the mean or the std, with scipy's bootstrap 95% CI (BCa; the percentile
+    method where BCa is undefined, e.g. when resampled stds of 0 make ratios infinite)."""
+    import warnings
+
+    import numpy as np
+    from scipy import stats as sps
+
+    def stat(x: Any, axis: int = -1) -> Any:
+        return np.mean(x, axis=axis) if statistic == "mean" else np.std(x, ddof=1, axis=axis)
+
+    def ratio(x: Any, y: Any, axis: int = -1) -> Any:
+        # a resample without spread in the reference (integer epochs make them common): x/0 is
+        # "unbounded" (a large finite stand-in, reported as inf), 0/0 is "no change" (1.0); NaN
+        # or inf would make every percentile of the bootstrap distribution NaN
+        num, den = stat(x, axis), stat(y, axis)
+        safe = np.where(den > 0, den, 1.0)
+        return np.where(den > 0, num / safe, np.where(num > 0, _UNBOUNDED, 1.0))
+
+    t, r = np.asarray(tuned, dtype=float), np.asarray(reference, dtype=float)
+    value = float(ratio(t, r)) if len(r) >= (2 if statistic == "std" else 1) else math.nan
+    low = high = math.nan
+    method = "BCa"
+    if len(t) >= 2 and len(r) >= 2:
+        for method in ("BCa", "percentile"):
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                res = sps.bootstrap(
+                    (t, r),
+                    ratio,
+                    paired=False,
+                    vectorized=True,
+                    n_resamples=n_resamples,
+                    confidence_level=0.95,
+                    method=method,
+                    rng=np.random.default_rng(seed),
+                )
+            low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+            if not (math.isnan(low) or math.isnan(high)):
+                break
+    low, high, value = (math.inf if v >= _UNBOUNDED / 10 else v for v in (low, high, value))
+    return {"value": value, "ci_low": low, "ci_high": high, "ci_method": method}
+
+
+def compare_arms(
+    tuned: Sequence[float], reference: Sequence[float], *, n_resamples: int = 9999, seed: int = 0
+) -> dict[str, Any]:
+    """Ratios tuned/reference of mean and std with bootstrap 95% CIs, Brown-Forsythe (Levene,
+    center=median) for the spread and Mann-Whitney U (two-sided) for the location."""
+    import warnings
+
+    from scipy import stats as sps
+
+    out: dict[str, Any] = {
+        "mean_ratio": _ratio_ci(tuned, reference, "mean", n_resamples, seed),
+        "std_ratio": _ratio_ci(tuned, reference, "std", n_resamples, seed),
+    }
+    with warnings.catch_warnings():  # identical values in both arms: the tests are undefined (NaN)
+        warnings.simplefilter("ignore")
+        levene = sps.levene(tuned, reference, center="median")
+        mwu = sps.mannwhitneyu(tuned, reference, alternative="two-sided")
+    out["brown_forsythe"] = {"statistic": float(levene.statistic), "p_value": float(levene.pvalue)}
+    out["mann_whitney"] = {"statistic": float(mwu.statistic), "p_value": float(mwu.pvalue)}
+    return out
+
+
+def goal_check(comparison: Mapping[str, Any]) -> dict[str, bool]:
+    """mean: ratio <= 0.70 and its CI below 1.0; std: ratio <= 0.50 and its CI below 1.0."""
+
+    def meets(entry: Mapping[str, float], bound: float) -> bool:
+        return bool(entry["value"] <= bound and entry["ci_high"] < 1.0)
+
+    mean_ok = meets(comparison["mean_ratio"], GOAL_MEAN_RATIO)
+    std_ok = meets(comparison["std_ratio"], GOAL_STD_RATIO)
+    return {"mean": mean_ok, "std": std_ok, "pass": mean_ok and std_ok}

@@ -30,6 +30,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from t4bench.errors import T4BenchError
 from t4bench.sweep import stats
 
 ENV_SWEEP_ID = "T4BENCH_SWEEP_ID"
@@ -70,23 +71,23 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+def _epochs(value: float | None) -> str:
+    """'-' for a run that did not converge; fractional epochs (eval_every < 1) kept."""
+    return "-" if value is None or not math.isfinite(value) else f"{value:g}"
+
+
 def render(summary: Mapping[str, Any], title: str) -> str:
     dists = summary["distributions"]
     lines = [
         stats.format_table(dists, title=title),
         "outcomes: " + ", ".join(f"{k}={v}" for k, v in sorted(summary["outcomes"].items())),
         "per seed (seed: epochs_to_converge): "
-        + ", ".join(
-            f"{r['seed']}:{'-' if not math.isfinite(r['epochs_to_converge'] or math.nan) else int(r['epochs_to_converge'])}"
-            for r in summary["runs"]
-        ),
+        + ", ".join(f"{r['seed']}:{_epochs(r['epochs_to_converge'])}" for r in summary["runs"]),
     ]
     return "\n".join(lines)
 
 
-def record(
-    mlflow: Any, parent_id: str, summary: Mapping[str, Any], out_dir: Path | None, title: str
-) -> str:
+def record(mlflow: Any, parent_id: str, summary: Mapping[str, Any], out_dir: Path | None, title: str) -> str:
     """Log the summary on the parent run (metrics, tags, artifacts) and write it to out_dir."""
     from t4bench.sweep import mlflow_runs
 
@@ -94,9 +95,7 @@ def record(
     metrics = {k: v for k, v in stats.flat_metrics(summary["distributions"]).items()}
     metrics["n_runs"] = float(summary["n_runs"])
     mlflow_runs.log_metrics(mlflow, parent_id, metrics)
-    mlflow_runs.set_tags(
-        mlflow, parent_id, {f"t4bench.outcomes.{k}": v for k, v in summary["outcomes"].items()}
-    )
+    mlflow_runs.set_tags(mlflow, parent_id, {f"t4bench.outcomes.{k}": v for k, v in summary["outcomes"].items()})
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "summary.json").write_text(json.dumps(_json_safe(dict(summary)), indent=2))
@@ -119,20 +118,42 @@ class SweepSummaryCallback(Callback):
         if not self.enabled or _is_t4bench_optuna(config):
             return
         from t4bench.sweep import mlflow_runs
+        from t4bench.sweep.sweep_runs import config_tags
 
         self._mlflow, self.exp_id = mlflow_runs.for_config(config)
         self.sweep_id = default_sweep_id(config)
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
-        run_name = f"sweep-{self.sweep_id.replace('/', '_')}"
-        self.parent_id = mlflow_runs.get_or_create_parent(
-            self._mlflow, self.exp_id, self.sweep_id, "seeds", run_name, {"t4bench.model": str(config.model.name)})
-        overrides = list(OmegaConf.to_container(config.hydra.overrides.task, resolve=False) or [])  # type: ignore[arg-type]
-        mlflow_runs.set_tags(self._mlflow, self.parent_id, {"t4bench.sweep_overrides": " ".join(map(str, overrides))})
+        run_name = f"sweep-{config.model.name}-seeds-{self.sweep_dir.name}"
+        identity = f"seeds:{self.sweep_dir.resolve()}"  # the same folder again: the same seed sweep
+        try:
+            self.parent_id = mlflow_runs.get_or_create_parent(
+                self._mlflow, self.exp_id, self.sweep_id, "seeds", run_name, config_tags(config), identity=identity
+            )
+        except T4BenchError as err:
+            print(f"t4bench: error: {err}", file=sys.stderr)
+            sys.exit(2)
+        overrides = [str(o) for o in OmegaConf.to_container(config.hydra.overrides.task, resolve=False) or []]
+        mlflow_runs.set_tags(self._mlflow, self.parent_id, {"t4bench.sweep_overrides": " ".join(overrides)})
+        self._log_fixed_params(config, overrides)
         for key, value in ((ENV_SWEEP_ID, self.sweep_id), (ENV_PARENT, self.parent_id)):
             self._saved_env[key] = os.environ.get(key)
             os.environ[key] = value
         atexit.register(self._finish, "FAILED")
         print(f"[t4bench] sweep {self.sweep_id}: MLflow parent run {self.parent_id}", flush=True)
+
+    def _log_fixed_params(self, config: DictConfig, overrides: list[str]) -> None:
+        """The parent's params: the composed config minus the swept keys (and the seed)."""
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        from t4bench.sweep import mlflow_runs
+        from t4bench.sweep.sweep_runs import fixed_params
+
+        parsed = OverridesParser.create().parse_overrides(overrides)
+        swept = [o.get_key_element() for o in parsed if o.is_sweep_override()]
+        try:
+            mlflow_runs.log_params(self._mlflow, str(self.parent_id), fixed_params(config, swept, []))
+        except Exception as err:  # a resumed sweep logged them already (params are immutable)
+            print(f"[t4bench] sweep parent params kept: {err}", file=sys.stderr)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if self.parent_id is None:
@@ -165,7 +186,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m t4bench.sweep.summary", description=__doc__.split("\n")[0])
     parser.add_argument("--sweep-id", required=True)
     parser.add_argument("--experiment", default="t4bench-ncf")
-    parser.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", f"sqlite:///{Path.cwd() / 'mlflow.db'}"))
+    parser.add_argument(
+        "--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", f"sqlite:///{Path.cwd() / 'mlflow.db'}")
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     args = parser.parse_args(argv)
     mlflow = mlflow_runs.client(args.tracking_uri)

@@ -1,0 +1,50 @@
+"""`hydra.sweeper.n_jobs=N`: the sweep process (worker 0) starts N-1 more workers on this machine,
+each the same command line with `hydra.sweeper.worker_index=i`, sharing the study's storage.
+Their output goes to `<sweep dir>/worker-<i>.log`."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+_OWN_OPTIONS = ("hydra.sweeper.n_jobs=", "hydra.sweeper.worker_index=")
+
+
+class Workers:
+    def __init__(self, n_jobs: int, worker_index: int, sweep_dir: Path) -> None:
+        self.n_jobs, self.worker_index, self.sweep_dir = n_jobs, worker_index, sweep_dir
+        self.children: list[subprocess.Popen[bytes]] = []
+
+    def spawn(self) -> None:
+        if self.n_jobs <= 1 or self.worker_index != 0:
+            return
+        argv = [a for a in sys.orig_argv if not a.startswith(_OWN_OPTIONS)]
+        self.sweep_dir.mkdir(parents=True, exist_ok=True)
+        for index in range(1, self.n_jobs):
+            cmd = [*argv, "hydra.sweeper.n_jobs=1", f"hydra.sweeper.worker_index={index}"]
+            with open(self.sweep_dir / f"worker-{index}.log", "ab") as out:
+                child = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=os.getcwd())
+            self.children.append(child)
+            log.info("started worker %d (pid %d): log %s", index, child.pid, out.name)
+
+    def wait(self) -> None:
+        codes = [child.wait() for child in self.children]
+        if any(codes):
+            raise RuntimeError(f"sweep worker processes exited with {codes}; see {self.sweep_dir}/worker-*.log")
+
+    def stop(self) -> None:
+        """SIGTERM: each worker fails and re-enqueues its trial in flight, as this one does."""
+        for child in self.children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for child in self.children:
+            try:
+                child.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                child.kill()
