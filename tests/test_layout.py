@@ -1,0 +1,177 @@
+"""The source layout rules of the team standards, checked on the files themselves: imports among
+the modules under src/ flow one way (no cycle), and no file there is over 400 lines."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+from conftest import REPO
+
+SRC = REPO / "src"
+MAX_LINES = 400
+#: statements whose bodies run when the module is imported
+RUN_WITH_THE_MODULE = (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While, ast.ClassDef)
+
+
+def module_name(root: Path, path: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def source_modules(root: Path) -> dict[str, Path]:
+    return {module_name(root, path): path for path in sorted(root.rglob("*.py"))}
+
+
+def is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def executed_imports(body: list[ast.stmt], deferred: bool) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The imports of a module that run when it is imported: at its top level, in top-level blocks
+    and class bodies; with `deferred` also those in functions (they run later, when called).
+    Never those under `if TYPE_CHECKING:`."""
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        elif isinstance(node, ast.If):
+            if not is_type_checking(node.test):
+                yield from executed_imports(node.body, deferred)
+            yield from executed_imports(node.orelse, deferred)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, *(handler.body for handler in node.handlers), node.orelse, node.finalbody):
+                yield from executed_imports(block, deferred)
+        elif isinstance(node, RUN_WITH_THE_MODULE):
+            yield from executed_imports([*node.body, *getattr(node, "orelse", [])], deferred)
+        elif deferred and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield from executed_imports(node.body, deferred)
+
+
+def imported_modules(name: str, path: Path, known: set[str], deferred: bool) -> Iterator[tuple[str, int]]:
+    """(module under src/, line) for each import `executed_imports` finds in `name` that names one."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in executed_imports(ast.parse(path.read_text(), str(path)).body, deferred):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        else:
+            base = node.module or ""
+            if node.level:  # relative: `from . import x`, `from ..y import z`
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            # `from pkg import sub` imports the submodule pkg.sub when there is one
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+        for target in targets:
+            if target in known and target != name:
+                yield target, node.lineno
+
+
+def import_graph(root: Path = SRC, deferred: bool = False) -> tuple[dict[str, set[str]], dict[tuple[str, str], int]]:
+    """module -> the modules under `root` it imports (when imported; with `deferred` also later,
+    in its functions); (module, target) -> the line of the import."""
+    modules = source_modules(root)
+    known = set(modules)
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    lines: dict[tuple[str, str], int] = {}
+    for name, path in modules.items():
+        for target, line in imported_modules(name, path, known, deferred):
+            graph[name].add(target)
+            lines.setdefault((name, target), line)
+    return graph, lines
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each as a list."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_import_graph_sees_what_runs_at_import_time(tmp_path: Path) -> None:
+    # guards the cycle check against passing because it misses edges
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/a.py": "import pkg.b\nfrom pkg import c\nfrom .sub import d\n",
+        "pkg/b.py": "try:\n    from pkg.c import name\nexcept ImportError:\n    pass\n",
+        "pkg/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.a\n"
+        "def later():\n    import pkg.a\n",
+        "pkg/e.py": "class Now:\n    import pkg.c\n",
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/d.py": "from .. import a\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    graph, lines = import_graph(tmp_path)
+    assert graph["pkg.a"] == {"pkg.b", "pkg.c", "pkg.sub.d"}
+    assert graph["pkg.b"] == {"pkg.c"} and lines["pkg.b", "pkg.c"] == 2
+    assert graph["pkg.c"] == set()  # TYPE_CHECKING and function-level imports do not count
+    assert graph["pkg.sub.d"] == {"pkg.a"}
+    assert graph["pkg.e"] == {"pkg.c"}  # a class body runs with the module
+    assert cycles(graph) == [["pkg.a", "pkg.sub.d"]]
+    later, _ = import_graph(tmp_path, deferred=True)
+    assert later["pkg.c"] == {"pkg.a"}  # the function's import; TYPE_CHECKING's still not
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    # and the real sources do import each other
+    real, _ = import_graph()
+    assert sum(len(targets) for targets in real.values()) > len(real) / 2
+
+
+def describe(graph: dict[str, set[str]], lines: dict[tuple[str, str], int]) -> str:
+    return "\n".join(
+        "; ".join(
+            f"{name} -> {target} (line {lines[name, target]})"
+            for name in component
+            for target in sorted(graph[name] & set(component))
+        )
+        for component in cycles(graph)
+    )
+
+
+def test_no_import_cycle_at_import_time() -> None:
+    graph, lines = import_graph()
+    assert not cycles(graph), "import cycles among module-level imports:\n" + describe(graph, lines)
+
+
+def test_imports_flow_one_way_even_counting_deferred_imports() -> None:
+    # an import moved into a function (to keep start-up light) does not make a loop acceptable:
+    # runner -> rank (in a function) with rank -> runner (at the top) was one (issue 12)
+    graph, lines = import_graph(deferred=True)
+    assert not cycles(graph), "import cycles, imports in functions included:\n" + describe(graph, lines)
+
+
+def test_no_source_file_over_400_lines() -> None:
+    sizes = {path.relative_to(REPO): len(path.read_text().splitlines()) for path in SRC.rglob("*.py")}
+    assert sizes, f"no sources under {SRC}"
+    too_long = {str(path): count for path, count in sorted(sizes.items()) if count > MAX_LINES}
+    assert not too_long, f"files over {MAX_LINES} lines: {too_long}"
