@@ -20,7 +20,7 @@ from PIL import Image
 
 from t4bench import probe, validation
 from t4bench.data import coco, fashion_mnist, movielens
-from t4bench.data.checks import DataError
+from t4bench.data.checks import DataError, read_lines, read_parallel
 from t4bench.errors import T4BenchError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -222,6 +222,26 @@ def test_fashion_mnist_damaged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     with pytest.raises(DataError) as err:
         fashion_mnist.load("test")
     assert expected in one_line(err)
+
+
+# ------------------------------------------------------------------------------ parallel text
+
+
+def test_parallel_text_checks(tmp_path: Path) -> None:
+    src, tgt = tmp_path / "train.src", tmp_path / "train.tgt"
+    src.write_text("a house\nthe cat\nhello\n")
+    tgt.write_text("ein Haus\ndie Katze\n")
+    with pytest.raises(DataError) as err:
+        read_parallel(src, tgt)
+    assert one_line(err) == f"{src} has 3 lines but {tgt} has 2: parallel files need one sentence pair per line"
+    tgt.write_text("ein Haus\ndie Katze\nhallo\n")
+    assert read_parallel(src, tgt, limit=2) == (["a house", "the cat"], ["ein Haus", "die Katze"])
+    tgt.write_bytes(b"ein Haus\ndie Katze\nGr\xfc\xdfe\n")  # Latin-1, not UTF-8
+    with pytest.raises(DataError, match=r"train\.tgt:3: not UTF-8 text \(invalid start byte at column 3\)"):
+        read_parallel(src, tgt)
+    tgt.write_text("")
+    with pytest.raises(DataError, match=r"train\.tgt: empty file"):
+        read_lines(tgt)
 
 
 # ------------------------------------------------------------------------------ probes

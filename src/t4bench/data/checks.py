@@ -43,3 +43,37 @@ def open_rgb(path: str | Path) -> Image.Image:
 def image_loader(path: str) -> Image.Image:
     """`loader=` for torchvision's ImageFolder: `open_rgb`."""
     return open_rgb(path)
+
+
+def read_lines(path: Path, limit: int | None = None) -> list[str]:
+    """The lines of a UTF-8 text file (newlines stripped, the first `limit`); DataError naming the
+    file and line for bytes that are not UTF-8, and for a file without a single line."""
+    lines: list[str] = []
+    try:
+        with open(path, "rb") as handle:
+            for number, raw in enumerate(handle, 1):
+                if limit and len(lines) >= limit:
+                    break
+                try:
+                    lines.append(raw.decode("utf-8").rstrip("\r\n"))
+                except UnicodeDecodeError as err:
+                    raise DataError(
+                        f"{path}:{number}: not UTF-8 text ({err.reason} at column {err.start + 1})"
+                    ) from None
+    except OSError as err:
+        raise DataError(f"{path}: cannot be read ({err.strerror or err})") from None
+    if not lines:
+        raise DataError(f"{path}: empty file (one sentence per line expected)")
+    return lines
+
+
+def read_parallel(source: Path, target: Path, limit: int | None = None) -> tuple[list[str], list[str]]:
+    """Sentence-aligned files (line i of one translates line i of the other): DataError naming
+    both when their line counts differ (cutting to the shorter one would hide a misalignment),
+    plus `read_lines`' checks."""
+    src, tgt = read_lines(source), read_lines(target)
+    if len(src) != len(tgt):
+        raise DataError(
+            f"{source} has {len(src)} lines but {target} has {len(tgt)}: parallel files need one sentence pair per line"
+        )
+    return (src[:limit], tgt[:limit]) if limit else (src, tgt)
