@@ -166,6 +166,43 @@ def restore(
 
 
 # --------------------------------------------------------------------------------------------
+# the training loop's side (t4bench.loop.Trainer, duck-typed so this module never imports the loop)
+
+
+class TrainerLike(Protocol):
+    model: torch.nn.Module  # unwrapped (DDP's wrapper shares its parameters)
+    optimizer: Any
+    scaler: Any
+    samples_seen: int
+    steps: int
+
+
+def save_trainer(
+    path: Path, trainer: TrainerLike, *, epoch: int, loop: Mapping[str, Any], meta: Mapping[str, Any] | None = None
+) -> Path:
+    """After `epoch` completed: the trainer's states and counters plus the loop's own state
+    (train time so far, per-epoch throughputs, best quality...). Rank 0 calls it; the RNG states
+    saved are rank 0's (exact resumes are exact for one rank, statistically equal for several)."""
+    state = {**dict(loop), "epoch": epoch, "samples_seen": trainer.samples_seen, "steps": trainer.steps}
+    guard = getattr(trainer, "guard", None)  # the divergence watch's reference loss, when it can say
+    if guard is not None and hasattr(guard, "state_dict"):
+        state["guard"] = guard.state_dict()
+    return save(path, model=trainer.model, optimizer=trainer.optimizer, scaler=trainer.scaler, loop=state, meta=meta)
+
+
+def restore_trainer(payload: Mapping[str, Any], trainer: TrainerLike) -> dict[str, Any]:
+    """Load a `save_trainer` checkpoint into a freshly built trainer (every rank); returns the
+    loop state, whose `epoch` is the last one completed: training continues at epoch + 1."""
+    loop = restore(payload, model=trainer.model, optimizer=trainer.optimizer, scaler=trainer.scaler)
+    trainer.samples_seen = int(loop["samples_seen"])
+    trainer.steps = int(loop["steps"])
+    guard = getattr(trainer, "guard", None)
+    if "guard" in loop and guard is not None and hasattr(guard, "load_state_dict"):
+        guard.load_state_dict(loop.pop("guard"))
+    return loop
+
+
+# --------------------------------------------------------------------------------------------
 # a run's checkpoint folder
 
 
