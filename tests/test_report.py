@@ -170,3 +170,20 @@ def test_optuna_study_figures(store: tuple[Path, str], tmp_path: Path) -> None:
     md = (out / "report.md").read_text()
     assert "## Optuna study quad" in md and "best_trial" in md
     assert (out / "optuna_history_quad.png").exists() and (out / "optuna_importances_quad.png").exists()
+
+
+def test_export_lays_out_result_files(store: tuple[Path, str]) -> None:
+    """NCF has no ruleset: its logs go to the `unchecked` package, numbered by start time."""
+    root, uri = store
+    out = root / "export"
+    proc = _run(["-m", "t4bench.report", "export", "--out", str(out), "--model", "ncf"], root, uri)
+    one_gpu = sorted((out / "unchecked" / "results" / "cpux1_mini" / "ncf").glob("result_*.txt"))
+    assert [p.name for p in one_gpu] == [f"result_{i}.txt" for i in range(len(SEEDS))]
+    assert (out / "unchecked" / "results" / "cpux2_mini" / "ncf" / "result_0.txt").exists()
+    for log in one_gpu:
+        assert ':::MLLOG {"namespace": "", ' in log.read_text() and '"key": "run_stop"' in log.read_text()
+    import json
+
+    desc = json.loads((out / "unchecked" / "systems" / "cpux1_mini.json").read_text())
+    assert desc["division"] == "open" and desc["system_name"] == "cpux1_mini" and desc["number_of_nodes"] == 1
+    assert proc.stdout.count("<- run ") == len(SEEDS) + 1

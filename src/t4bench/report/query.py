@@ -123,8 +123,13 @@ def experiment_ids(client: MlflowClient, flt: RunFilter) -> dict[str, str]:
         return found
     # every experiment: `mlflow run --experiment-name X` puts t4bench runs anywhere; the
     # t4bench.model tag (checked per run) is what makes a run a t4bench run
-    exps = client.search_experiments(view_type=ViewType.ACTIVE_ONLY, max_results=None)
-    return {e.experiment_id: e.name for e in exps}
+    found, token = {}, None
+    while True:
+        page = client.search_experiments(view_type=ViewType.ACTIVE_ONLY, max_results=1000, page_token=token)
+        found.update({e.experiment_id: e.name for e in page})
+        token = page.token
+        if not token:
+            return found
 
 
 def search(client: MlflowClient, ids: Sequence[str], query: str) -> Iterator[Run]:
