@@ -31,9 +31,9 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     """Check scale, hardware, backend and data before any run exists, then train here, or start
     `hw.count` ranks (one MLflow run, made here and handed to them)."""
     env = preflight.check(cfg)  # no torch yet: hw=auto resolved, the launcher's ranks read
-    launch.preflight(env)
     bench_cls = benchmark_class(cfg)
-    frameworks.framework_of(cfg, bench_cls)  # a model.framework the class contradicts fails here
+    if frameworks.framework_of(cfg, bench_cls) == "pytorch":
+        launch.preflight(env)  # torch.distributed / horovod.torch: the PyTorch ranks' backends
     if not cfg.data.synthetic:
         bench_cls.check_inputs(cfg)
     if env.spawn:
