@@ -60,6 +60,17 @@ def test_movielens_damaged(tmp_path: Path, content: bytes, expected: str) -> Non
     assert message.startswith(str(file)) and expected in message, message
 
 
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [(b"", "empty file"), (HEADER.encode(), "header only"), (b"user\titem\n1\t2\n", "no column user_id:token")],
+)
+def test_movielens_head_checked_before_any_run(tmp_path: Path, content: bytes, expected: str) -> None:
+    """`check` (NCF's check_inputs, before the MLflow run exists) reads only the first two lines."""
+    (tmp_path / movielens.ML100K_FILE).write_bytes(content)
+    with pytest.raises(DataError, match=expected):
+        movielens.check("movielens-100k", tmp_path)
+
+
 def test_ml20m_missing_column(tmp_path: Path) -> None:
     (tmp_path / "ratings.csv").write_text("userId,movieId,rating\n1,2,3\n")
     with pytest.raises(DataError, match=r"ratings\.csv: no column timestamp"):

@@ -51,8 +51,11 @@ def expected_file(dataset: str, path: Path) -> Path:
 
 
 def check(dataset: str, path: Path) -> None:
+    """Before any run exists: the file is there, and its first two lines are a header with the
+    needed columns and a rating (the values are checked when it is loaded)."""
     file = expected_file(dataset, path)
     if file.exists():
+        _check_head(dataset, file)
         return
     if dataset == "ml-20m":
         raise DatasetMissingError(
@@ -96,6 +99,25 @@ _COLUMNS = {
     "movielens-100k": ("user_id:token", "item_id:token", "timestamp:float"),
     "ml-20m": ("userId", "movieId", "timestamp"),
 }
+
+
+def _check_head(dataset: str, file: Path) -> None:
+    with open(file, "rb") as handle:
+        head = [handle.readline() for _ in range(2)]
+    wanted = _COLUMNS[dataset]
+    if not head[0].strip():
+        raise DataError(f"{file}: empty file (expected a header {', '.join(wanted)} and ratings)")
+    try:
+        header = head[0].decode("utf-8").strip().split("\t" if dataset == "movielens-100k" else ",")
+    except UnicodeDecodeError as err:
+        raise DataError(f"{file}:1: not UTF-8 text ({err.reason})") from None
+    missing = [name for name in wanted if name not in header]
+    if missing:
+        raise DataError(
+            f"{file}: no column {', '.join(missing)} (header has {', '.join(header)}; needs {', '.join(wanted)})"
+        )
+    if not head[1].strip():
+        raise DataError(f"{file}: header only, no ratings")
 
 
 def _first_bad_line(file: Path) -> int:
