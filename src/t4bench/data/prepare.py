@@ -9,9 +9,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
+
+from t4bench.errors import T4BenchError
 
 DATASETS: dict[str, str] = {
     "movielens-100k": "t4bench.data.movielens",
@@ -37,7 +40,23 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(DATASETS)}")
     for name in args.names or DATASETS:
         started = time.perf_counter()
-        importlib.import_module(DATASETS[name]).prepare(args.data_root.resolve())
+        try:
+            importlib.import_module(DATASETS[name]).prepare(args.data_root.resolve())
+        except T4BenchError as err:  # a missing or damaged source, named by the module
+            print(f"t4bench: error: prepare {name}: {err}", file=sys.stderr)
+            return 2
+        except subprocess.CalledProcessError as err:  # pip download (no index reachable, ...)
+            print(
+                f"t4bench: error: prepare {name}: `{' '.join(map(str, err.cmd))}` failed (exit {err.returncode})",
+                file=sys.stderr,
+            )
+            return 1
+        except OSError as err:  # a read-only or full data root
+            print(
+                f"t4bench: error: prepare {name}: {err.strerror or err}: {err.filename or args.data_root}",
+                file=sys.stderr,
+            )
+            return 1
         print(f"prepared {name} in {args.data_root} ({time.perf_counter() - started:.1f}s)")
     return 0
 
