@@ -201,6 +201,24 @@ def test_worker_reraise_keeps_one_line(tmp_path: Path) -> None:
     assert one_line(err).startswith(f"{png}: unreadable image")
 
 
+def test_image_folder_loader_names_truncated_image(tmp_path: Path) -> None:
+    """ResNet-50's ImageFolder with `loader=checks.image_loader`: the damaged file is named."""
+    from torchvision import datasets
+
+    from t4bench.data.checks import image_loader
+
+    for cls in ("a", "b"):
+        (tmp_path / cls).mkdir()
+        Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)).save(tmp_path / cls / "0.png")
+    bad = tmp_path / "b" / "0.png"
+    bad.write_bytes(bad.read_bytes()[:40])
+    folder = datasets.ImageFolder(str(tmp_path), loader=image_loader)
+    assert folder[0][0].size == (8, 8)
+    with pytest.raises(DataError) as err:
+        folder[1]
+    assert one_line(err).startswith(f"{bad}: unreadable image")
+
+
 # ------------------------------------------------------------------------------ Fashion-MNIST
 
 
