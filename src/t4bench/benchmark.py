@@ -12,6 +12,7 @@ What a subclass provides:
 | `name`                     | yes       | -                                                  |
 | `framework`                | no        | "pytorch" (the loop that runs it)                  |
 | `throughput_unit`          | no        | "samples/s"                                        |
+| `reference_train_samples`  | no        | None: synthetic epochs are one global batch        |
 | `__init__(cfg, ctx)`       | no        | stores cfg, ctx, `synthetic`; load data here       |
 | `dataset_train_size()`     | yes       | - (only called with real data)                     |
 | `build_model()`            | yes       | -                                                  |
@@ -24,9 +25,12 @@ What a subclass provides:
 | `samples_in(batch)`        | no        | leading dimension of the batch's first tensor      |
 
 `synthetic` (set by `Benchmark.__init__` from `cfg.data.synthetic`) is the one way a benchmark asks
-whether it runs on generated tensors; in that mode it must not read its dataset, and
-`train_size` is one global batch. This module imports no framework at load time: the runner
-resolves the benchmark class before torch loads, so that bad input fails in about a second.
+whether it runs on generated tensors; in that mode it must not read its dataset, and `train_size`
+is the MLPerf reference training set's size (`reference_train_samples`), so that the LR schedule,
+whose warm-up and decay points are written in reference epochs, runs the reference's first steps.
+
+This module imports no framework at load time: the runner resolves the benchmark class before
+torch loads, so that bad input fails in about a second.
 """
 
 from __future__ import annotations
@@ -68,6 +72,11 @@ class Benchmark(abc.ABC):
     framework: ClassVar[str] = "pytorch"
     #: what `units` in `loss()` counts: "samples/s" or "tokens/s" (target tokens for translation)
     throughput_unit: ClassVar[str] = "samples/s"
+    #: samples in one epoch of the MLPerf reference training set: the epoch `data=synthetic` runs
+    #: its LR schedule on. Without it a synthetic epoch is one global batch, and a warm-up of a
+    #: fraction of an epoch ends after the first step (Mask R-CNN then trained from scratch at
+    #: full LR at once, and its loss went NaN)
+    reference_train_samples: ClassVar[int | None] = None
 
     def __init__(self, cfg: DictConfig, ctx: RunContext) -> None:
         self.cfg = cfg
@@ -126,11 +135,11 @@ class Benchmark(abc.ABC):
 
     @property
     def train_size(self) -> int:
-        """Samples in one global epoch; drives `schedule.unit=samples` and the fractional epoch.
-        Synthetic mode has no epoch: one global batch stands for it."""
-        if self.synthetic:
-            return int(self.cfg.model.batch_size) * self.ctx.world_size
-        return self.dataset_train_size()
+        """Samples in one global epoch; drives the LR schedule and the fractional epoch. Synthetic
+        mode has no dataset: the reference's epoch stands for it, else one global batch."""
+        if not self.synthetic:
+            return self.dataset_train_size()
+        return self.reference_train_samples or int(self.cfg.model.batch_size) * self.ctx.world_size
 
 
 def leading_dim(batch: Any) -> int:

@@ -7,9 +7,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
+from omegaconf import DictConfig
 from torch import nn
+from torch.utils.data import DataLoader
 
 from t4bench.benchmark import Benchmark
+from t4bench.context import RunContext
 from t4bench.data import coco
 from t4bench.errors import DatasetMissingError
 
@@ -20,10 +23,12 @@ class CocoBenchmark(Benchmark):
     (box_map, mask_map)."""
 
     throughput_unit = "samples/s"
+    #: COCO train2017 images with at least one annotation (the MLPerf references skip empty ones)
+    reference_train_samples = 117_266
     #: whether the model trains on instance masks (and is scored on them)
     masks: ClassVar[bool] = False
 
-    def __init__(self, cfg, ctx) -> None:
+    def __init__(self, cfg: DictConfig, ctx: RunContext) -> None:
         super().__init__(cfg, ctx)
         self.model_cfg = cfg.model
         self.num_classes = int(self.model_cfg.arch.num_classes)
@@ -42,7 +47,7 @@ class CocoBenchmark(Benchmark):
             )
 
     @staticmethod
-    def paths(cfg) -> tuple[Path, Path, Path, Path]:
+    def paths(cfg: DictConfig) -> tuple[Path, Path, Path, Path]:
         data = cfg.model.data
         root = Path(data.path)
         return (
@@ -53,7 +58,7 @@ class CocoBenchmark(Benchmark):
         )
 
     @classmethod
-    def check_inputs(cls, cfg) -> None:
+    def check_inputs(cls, cfg: DictConfig) -> None:
         train_images, train_ann, val_images, val_ann = cls.paths(cfg)
         coco.check_layout(train_images, train_ann, f"{cfg.model.name} training set")
         coco.check_layout(val_images, val_ann, f"{cfg.model.name} validation set")
@@ -61,7 +66,7 @@ class CocoBenchmark(Benchmark):
     def dataset_train_size(self) -> int:
         return len(self.train_set)
 
-    def train_batches(self, epoch: int):
+    def train_batches(self, epoch: int) -> DataLoader[Any]:
         return self.ctx.make_loader(
             self.train_set,
             int(self.model_cfg.batch_size),

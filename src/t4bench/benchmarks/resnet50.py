@@ -12,11 +12,14 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from omegaconf import DictConfig
 from torch import nn
+from torch.utils.data import DataLoader
 from torchvision import datasets, transforms
 
 from t4bench.benchmark import Benchmark
 from t4bench.benchmarks.resnet_parts import ResNetClassifier, trunk_from_cfg
+from t4bench.context import RunContext
 from t4bench.errors import DatasetMissingError
 
 IMAGE_SUFFIXES = {".jpeg", ".jpg", ".png", ".bmp", ".ppm", ".webp", ".tif", ".tiff", ".pgm"}
@@ -55,8 +58,10 @@ def build_transforms(data: Any, train: bool) -> transforms.Compose:
 class ResNet50Benchmark(Benchmark):
     name = "resnet50"
     throughput_unit = "samples/s"
+    #: ImageNet-1k train
+    reference_train_samples = 1_281_167
 
-    def __init__(self, cfg, ctx) -> None:
+    def __init__(self, cfg: DictConfig, ctx: RunContext) -> None:
         super().__init__(cfg, ctx)
         self.model_cfg = cfg.model
         if not self.synthetic:
@@ -72,7 +77,7 @@ class ResNet50Benchmark(Benchmark):
                 )
 
     @classmethod
-    def check_inputs(cls, cfg) -> None:
+    def check_inputs(cls, cfg: DictConfig) -> None:
         root = Path(cfg.model.data.path)
         for split in ("train", "val"):
             _check_image_folder(root / split)
@@ -93,7 +98,7 @@ class ResNet50Benchmark(Benchmark):
                 (no_decay if param.ndim <= 1 else decay).append(param)
         return [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}]
 
-    def train_batches(self, epoch: int):
+    def train_batches(self, epoch: int) -> DataLoader[Any]:
         return self.ctx.make_loader(
             self.train_set, int(self.model_cfg.batch_size), epoch=epoch, shuffle=True, drop_last=False
         )

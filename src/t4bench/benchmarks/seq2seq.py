@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
+from omegaconf import DictConfig
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
@@ -28,7 +29,7 @@ from t4bench.benchmarks.seq2seq_parts import (
     greedy_decode,
     label_smoothed_loss,
 )
-from t4bench.context import chunked
+from t4bench.context import RunContext, chunked
 from t4bench.data.translation import bleu as corpus_bleu
 from t4bench.errors import DatasetMissingError
 
@@ -39,7 +40,7 @@ REFERENCE_ENV = {"gnmt": "T4BENCH_WMT16_DIR", "transformer": "T4BENCH_WMT17_DIR"
 class _BatchList(Dataset[TranslationBatch]):
     """The epoch's pre-built batches as dataset items, so `ctx.make_loader` shards whole batches."""
 
-    def __init__(self, pairs, batches: list[list[int]]) -> None:
+    def __init__(self, pairs: Sequence[tuple[list[int], list[int]]], batches: list[list[int]]) -> None:
         self.pairs, self.batches = pairs, batches
 
     def __len__(self) -> int:
@@ -83,7 +84,7 @@ class TranslationBenchmark(Benchmark):
 
     throughput_unit: ClassVar[str] = "tokens/s"
 
-    def __init__(self, cfg, ctx) -> None:
+    def __init__(self, cfg: DictConfig, ctx: RunContext) -> None:
         super().__init__(cfg, ctx)
         self.model_cfg = cfg.model
         data = cfg.model.data
@@ -113,7 +114,7 @@ class TranslationBenchmark(Benchmark):
         self._test_ids = self.tokenizer.encode(self.test_src)
 
     @classmethod
-    def check_inputs(cls, cfg) -> None:
+    def check_inputs(cls, cfg: DictConfig) -> None:
         missing = [str(path) for path in _data_files(cfg.model.data).values() if not path.is_file()]
         if missing:
             scale = str(cfg.get("scale", {}).get("name", "?"))

@@ -9,7 +9,7 @@ verb group at the end of its clause (the finite verb last in subordinate clauses
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from t4bench.data.ding import IRREGULAR_FORMS, LexEntry, detok, tokenize_en
@@ -29,6 +29,8 @@ from t4bench.data.pseudo_words import (
 
 #: (class, target form, index of the English token)
 Unit = tuple[str, str, int]
+#: (chunk kind: np | verb | prep | sub | end | other, its units)
+Chunk = tuple[str, list[Unit]]
 _SUFFIXES = (
     ("ies", "y", "s"),
     ("es", "", "s"),
@@ -159,6 +161,7 @@ class PseudoLanguage:
                     continue
             if word.pos == "noun":
                 end, head = self._noun_phrase(words, i)
+                assert head is not None  # a phrase that starts at a noun always has a head
                 chunks.append(("np", self._render_np(tokens, words, i, end, head)))
                 i = end
                 continue
@@ -201,7 +204,7 @@ class PseudoLanguage:
         return i + 1, i
 
     @staticmethod
-    def _render_np(tokens, words, start, end, head) -> list[Unit]:
+    def _render_np(tokens: Sequence[str], words: Sequence[Word], start: int, end: int, head: int) -> list[Unit]:
         gender = words[head].gender
         out: list[Unit] = []
         first = start
@@ -232,7 +235,7 @@ class PseudoLanguage:
         return out
 
     @staticmethod
-    def _clauses(chunks):
+    def _clauses(chunks: list[Chunk]) -> Iterator[tuple[list[Chunk], bool]]:
         """Split at punctuation and conjunctions; a clause opened by a subordinator is marked."""
         clause: list[tuple[str, list[Unit]]] = []
         subordinate = False
@@ -251,7 +254,7 @@ class PseudoLanguage:
             yield clause, subordinate
 
     @staticmethod
-    def _verb_final(clause, subordinate: bool) -> list[Unit]:
+    def _verb_final(clause: list[Chunk], subordinate: bool) -> list[Unit]:
         """The clause's first verb group moves to its end (subject-object-verb order); in a
         subordinate clause its first (finite) verb also goes last within the group."""
         verbs = [j for j, (kind, _) in enumerate(clause) if kind == "verb"]

@@ -35,11 +35,15 @@ import os
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from t4bench.data import ding
 from t4bench.data.ding import LexEntry, detok, read_ding, tokenize_en
 from t4bench.data.pseudo_language import PseudoLanguage
 from t4bench.data.pseudo_words import AGREE, CLOSED_CLASS
+
+#: (source, target) sentence pairs
+Pairs = list[tuple[str, str]]
 
 #: bump when anything below changes what is written
 VERSION = "4"
@@ -50,7 +54,7 @@ SPM_VOCAB = {"ding": 6000, "mini": 1000}
 TARGET_FILES = ("train.src", "train.tgt", "test.src", "test.tgt", "spm.model", "manifest.json")
 
 
-def split_test(items: Sequence[tuple[str, str]], test_size: int) -> tuple[list, list]:
+def split_test(items: Sequence[tuple[str, str]], test_size: int) -> tuple[Pairs, Pairs]:
     """A fixed held-out split: the `test_size` pairs with the smallest hash of the source side."""
 
     def key(pair: tuple[str, str]) -> str:
@@ -135,7 +139,9 @@ def _is_current(directory: Path, kind: str) -> bool:
     return json.loads(manifest.read_text()).get("version") == _version_key(kind)
 
 
-def _finish(directory: Path, kind: str, train, test, baselines: dict[str, float], extra) -> None:
+def _finish(
+    directory: Path, kind: str, train: Pairs, test: Pairs, baselines: dict[str, float], extra: dict[str, Any]
+) -> None:
     _write(directory, "train.src", (s for s, _ in train))
     _write(directory, "train.tgt", (t for _, t in train))
     _write(directory, "test.src", (s for s, _ in test))
@@ -155,7 +161,7 @@ def _form(token: str) -> str:
     return next((ending for ending in ("ing", "ed", "s") if token.endswith(ending)), "")
 
 
-def mini_pairs(ding_en: Sequence[str], lexicon: dict[str, LexEntry]) -> tuple[list, list[str]]:
+def mini_pairs(ding_en: Sequence[str], lexicon: dict[str, LexEntry]) -> tuple[Pairs, list[str]]:
     """(English, pseudo-language) pairs whose English uses only the `MINI_VOCAB` most frequent
     tokens: every rarer word is replaced by a frequent word of the same class (word class, noun
     gender, ending -ing/-ed/-s), the same replacement wherever it occurs (chosen by a hash)."""
