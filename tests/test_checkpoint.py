@@ -210,3 +210,50 @@ def test_trainer_resume_matches_uninterrupted(tmp_path: Path) -> None:
     assert epoch(resumed, 2)["train_loss"] == expected
     for got, want in zip(resumed.model.state_dict().values(), straight.model.state_dict().values(), strict=True):
         assert torch.equal(got, want)
+
+
+def _run_cfg(tmp_path: Path, **overrides: object):  # type: ignore[no-untyped-def]
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create(
+        {
+            "model": {"name": "ncf", "batch_size": 256},
+            "scale": {"name": "mini"},
+            "seed": 3,
+            "hw": {"count": 1},
+            "resume": None,
+            "tracking": {"uri": f"sqlite:///{tmp_path / 'mlflow.db'}"},
+        }
+    )
+    for key, value in overrides.items():
+        OmegaConf.update(cfg, key, value)
+    return cfg
+
+
+def test_resume_refuses_another_setup_and_reopens_the_run(tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from t4bench import resume
+
+    cfg = _run_cfg(tmp_path)
+    assert resume.find(cfg) is None
+    client = MlflowClient(str(cfg.tracking.uri))
+    experiment = client.create_experiment("resume", artifact_location=(tmp_path / "art").as_uri())
+    run_id = client.create_run(experiment).info.run_id
+    model, _, _ = _setup()
+    folder = tmp_path / "ckpt"
+    checkpoint.save(checkpoint.path_for(folder, 2), model=model, loop={"epoch": 2}, meta=resume.meta_for(cfg, run_id))
+    client.set_tag(run_id, checkpoint.FOLDER_TAG, str(folder))
+    client.set_terminated(run_id, status="KILLED")
+
+    point = resume.find(_run_cfg(tmp_path, resume=run_id))
+    assert point is not None and point.run_id == run_id and point.epoch == 2
+    with pytest.raises(CheckpointError) as caught:
+        resume.find(_run_cfg(tmp_path, resume=str(folder), seed=4))
+    assert str(caught.value) == (
+        f"resume={folder}: {folder / 'epoch-0002.pt'} was written by a run with seed=3; this one has seed=4"
+    )
+    resume.reopen(client, run_id, point.epoch)
+    run = client.get_run(run_id)
+    assert run.info.status == "RUNNING" and run.data.tags[resume.RESUMED_TAG] == "2"
+    client.set_terminated(run_id)

@@ -131,6 +131,9 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("dist.compression", Choice(("none", "fp16"))),
     ("dist.timeout_s", POSITIVE),
     ("dist.max_restarts", NON_NEGATIVE_INT),
+    # checkpoint/resume (t4bench.checkpoint, t4bench.resume): every N epochs (0: off), newest kept
+    ("checkpoint.every", NON_NEGATIVE_INT),
+    ("checkpoint.keep", POSITIVE_INT),
     ("model.batch_size", POSITIVE_INT),
     ("model.eval_batch_size", POSITIVE_INT),
     ("model.max_epochs", POSITIVE_INT),

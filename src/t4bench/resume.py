@@ -1,0 +1,74 @@
+"""`resume=<checkpoint file | folder | run id>`: continue a killed run in the same MLflow run.
+
+Before anything starts, `find(cfg)` reads the checkpoint (weights-only) and refuses one written by
+a different experiment setup (model, scale, seed, per-rank batch, rank count: resuming those would
+produce a run that is neither): one `CheckpointError` line. `reopen(client, run_id)` puts the
+MLflow run back to RUNNING (a repaired or crashed run is KILLED/FAILED by then), so the loop can
+continue at the next epoch with per-epoch metrics at new steps (nothing logged twice) and
+time-to-train counting the saved training time plus the new (MLPerf counts training time only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from t4bench import checkpoint
+from t4bench.checkpoint import CheckpointError
+
+#: what must match between the checkpoint's run and this one (config keys)
+SAME_SETUP = ("model.name", "scale.name", "seed", "model.batch_size", "hw.count")
+RESUMED_TAG = "t4bench.resumed_from_epoch"
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    path: Path
+    payload: dict[str, Any]
+
+    @property
+    def run_id(self) -> str | None:
+        return self.payload["meta"].get("run_id") or None
+
+    @property
+    def epoch(self) -> int:
+        """The last completed epoch: training continues at epoch + 1."""
+        return int(self.payload["loop"]["epoch"])
+
+
+def setup_of(cfg: DictConfig) -> dict[str, str]:
+    return {key: str(OmegaConf.select(cfg, key)) for key in SAME_SETUP}
+
+
+def meta_for(cfg: DictConfig, run_id: str | None) -> dict[str, Any]:
+    """What a checkpoint records about the run that wrote it (`checkpoint.save(meta=...)`)."""
+    return {"run_id": run_id or "", "setup": setup_of(cfg)}
+
+
+def find(cfg: DictConfig) -> ResumePoint | None:
+    """The checkpoint `resume=` names (None without `resume`), checked against this config."""
+    wanted = cfg.get("resume")
+    if wanted in (None, ""):
+        return None
+    path = checkpoint.resolve(str(wanted), str(cfg.tracking.uri))
+    payload = checkpoint.read(path)
+    saved = payload.get("meta", {}).get("setup", {})
+    now = setup_of(cfg)
+    differs = [key for key in SAME_SETUP if key in saved and saved[key] != now[key]]
+    if differs:
+        was = " ".join(f"{key}={saved[key]}" for key in differs)
+        this = " ".join(f"{key}={now[key]}" for key in differs)
+        raise CheckpointError(f"resume={wanted}: {path} was written by a run with {was}; this one has {this}")
+    return ResumePoint(path, payload)
+
+
+def reopen(client: Any, run_id: str, epoch: int) -> None:
+    """Mark the run RUNNING again (and say from which epoch), so it ends with this process's status."""
+    run = client.get_run(run_id)
+    if run.info.status != "RUNNING":
+        client.update_run(run_id, status="RUNNING")
+    client.set_tag(run_id, "t4bench.outcome", "running")
+    client.set_tag(run_id, RESUMED_TAG, str(epoch))
