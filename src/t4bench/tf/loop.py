@@ -11,9 +11,8 @@ a callback's stop (the Optuna pruner, rank 0 only) reaches the others through an
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,11 +20,18 @@ from omegaconf import DictConfig
 
 from t4bench import mlflow_names as names
 from t4bench.benchmark import Benchmark
+from t4bench.errors import T4BenchError
 from t4bench.frameworks import RunServices
 from t4bench.mlperf import constants
 from t4bench.progress import ProgressReporter
 from t4bench.tf.context import StepBatches, TFContext
+from t4bench.tf.divergence import Diverged
 from t4bench.tf.trainer import KerasTrainer
+
+#: per-evaluation metric: the (fractional) epochs trained when it was taken (as the PyTorch loop's)
+EPOCH_METRIC = "epoch"
+#: MLPerf log key (after run_stop): SHA-256 of each worker's weights, in worker order
+WEIGHTS_DIGESTS = "t4bench_weights_sha256_per_worker"
 
 
 @dataclass
@@ -33,11 +39,14 @@ class TFRunResult:
     """A `frameworks.TrainResult`."""
 
     outcome: str
-    epochs_run: int
-    epochs_to_converge: int | None
+    #: epochs trained (fractional when evaluations fall inside an epoch)
+    epochs_run: float
+    epochs_to_converge: float | None
     time_to_train_s: float
     avg_throughput: float
     final_quality: dict[str, float] = field(default_factory=dict)
+    #: why the run ended as it did, when that needs saying (a divergence's loss); "" otherwise
+    note: str = ""
 
     @property
     def converged(self) -> bool:
@@ -62,8 +71,37 @@ def _callback_stop(callbacks: Sequence[Any], epoch: int, metrics: Mapping[str, f
     return None
 
 
+def _check_replicas(trainer: KerasTrainer, services: RunServices) -> None:
+    """After the timed run: record each worker's weights digest in the MLPerf log (one digest
+    with one worker), and say so when data parallelism left the copies different."""
+    digests = trainer.weights_digests()
+    services.mlperf.event(WEIGHTS_DIGESTS, digests)
+    if len(set(digests)) > 1:
+        services.progress.line(f"warning: the {len(digests)} workers ended with different weights: {digests}")
+
+
+def evaluation_points(n_batches: int, per_epoch: int) -> list[int]:
+    """Batch counts within an epoch after which to evaluate (the last is the end), as the PyTorch loop."""
+    if n_batches <= 0:
+        return [0]
+    return sorted({max(1, round(j * n_batches / per_epoch)) for j in range(1, per_epoch + 1)})
+
+
+def evaluations_per_epoch(eval_every: float) -> int:
+    per_epoch = round(1.0 / eval_every) if eval_every > 0 else 0
+    if not 0 < eval_every <= 1 or abs(per_epoch * eval_every - 1.0) > 1e-3:
+        raise T4BenchError(f"eval_every={eval_every}: must be 1/k of an epoch for a whole k >= 1 (1, 0.5, 0.25, ...)")
+    return per_epoch
+
+
+def _mllog_epoch(epoch: float) -> float | int:
+    return int(epoch) if float(epoch).is_integer() else round(epoch, 4)
+
+
 def train_to_target(bench: Benchmark, cfg: DictConfig, ctx: TFContext, services: RunServices) -> TFRunResult:
-    """Train until every `cfg.model.target` metric is reached or `cfg.max_epochs` epochs ran."""
+    """Train until every `cfg.model.target` metric is reached, `cfg.max_epochs` epochs ran, or the
+    loss diverged; evaluate `1 / eval_every` times per epoch (epochs count as trained fractions)."""
+    per_epoch = evaluations_per_epoch(float(cfg.get("eval_every", 1.0)))
     trainer = KerasTrainer(bench, cfg, ctx)
     mlperf, progress, unit = services.mlperf, services.progress, bench.throughput_unit
     target: Mapping[str, float] = cfg.model.target
@@ -77,90 +115,106 @@ def train_to_target(bench: Benchmark, cfg: DictConfig, ctx: TFContext, services:
     run_started = time.perf_counter()
     progress.line(f"init took {run_started - services.init_started:.1f}s; training to {dict(target)}")
 
-    outcome, epochs_to_converge, epoch = names.OUTCOME_NOT_CONVERGED, None, 0
+    outcome, epochs_to_converge, epochs_done, note = names.OUTCOME_NOT_CONVERGED, None, 0.0, ""
     throughputs: list[float] = []
     metrics: dict[str, float] = {}
-    for epoch in range(1, int(cfg.max_epochs) + 1):
-        mlperf.start(constants.EPOCH_START, epoch_num=epoch)
-        epoch_started = time.perf_counter()
-        batches = bench.train_batches(epoch)
-        assert isinstance(batches, StepBatches)
-        progress.epoch_start(epoch, len(batches))
-        stats = trainer.train_epoch(batches, batches.samples, progress, unit)
-        mlperf.end(constants.EPOCH_STOP, epoch_num=epoch)
-        throughputs.append(stats["throughput"])
-        if not math.isfinite(stats["train_loss"]):
-            outcome = names.OUTCOME_DIVERGED
-            progress.epoch_end(epoch, {**stats, "epoch_time_s": time.perf_counter() - epoch_started}, unit)
-            break
-        mlperf.start(constants.EVAL_START, epoch_num=epoch)
-        quality = trainer.evaluate()
-        mlperf.end(constants.EVAL_STOP, epoch_num=epoch)
-        mlperf.event(constants.EVAL_ACCURACY, quality[quality_key], epoch_num=epoch)
-        metrics = {
-            **stats,
-            names.EVAL_QUALITY: quality[quality_key],
-            **{f"{names.EVAL_PREFIX}{name}": value for name, value in quality.items()},
-            names.EPOCH_TIME_S: time.perf_counter() - epoch_started,
-        }
-        services.logger.log_epoch(epoch, metrics)
-        progress.epoch_end(epoch, metrics, unit)
-        if reached_target(quality, target):
-            outcome, epochs_to_converge = names.OUTCOME_CONVERGED, epoch
-            break
-        stop = _callback_stop(services.callbacks, epoch, metrics) if ctx.is_main else None
-        # rank 0's decision reaches every worker (1.0 = stop)
-        if trainer.all_reduce_max([1.0 if stop is not None else 0.0])[0] > 0:
-            outcome = stop or names.OUTCOME_PRUNED
-            break
+    evaluation = 0
+    try:
+        for epoch in range(1, int(cfg.max_epochs) + 1):
+            mlperf.start(constants.EPOCH_START, epoch_num=epoch)
+            batches = bench.train_batches(epoch)
+            assert isinstance(batches, StepBatches)
+            n_batches, iterator, done = len(batches), iter(batches), 0
+            for point in evaluation_points(n_batches, per_epoch):
+                started = time.perf_counter()
+                progress.epoch_start(epoch, point - done)
+                stats = trainer.train_steps(iterator, batches.samples[done:point], progress, unit)
+                done = point
+                epochs_done = epoch - 1 + (done / n_batches if n_batches else 1.0)
+                if done == n_batches:
+                    mlperf.end(constants.EPOCH_STOP, epoch_num=epoch)
+                throughputs.append(stats["throughput"])
+                evaluation += 1
+                mlperf.start(constants.EVAL_START, epoch_num=_mllog_epoch(epochs_done))
+                quality = trainer.evaluate()
+                mlperf.end(constants.EVAL_STOP, epoch_num=_mllog_epoch(epochs_done))
+                mlperf.event(constants.EVAL_ACCURACY, quality[quality_key], epoch_num=_mllog_epoch(epochs_done))
+                metrics = {
+                    **stats,
+                    names.EVAL_QUALITY: quality[quality_key],
+                    **{f"{names.EVAL_PREFIX}{name}": value for name, value in quality.items()},
+                    names.EPOCH_TIME_S: time.perf_counter() - started,
+                    EPOCH_METRIC: epochs_done,
+                }
+                services.logger.log_epoch(evaluation, metrics)
+                progress.epoch_end(_mllog_epoch(epochs_done), metrics, unit)  # type: ignore[arg-type]
+                if reached_target(quality, target):
+                    outcome, epochs_to_converge = names.OUTCOME_CONVERGED, epochs_done
+                    break
+                stop = _callback_stop(services.callbacks, evaluation, metrics) if ctx.is_main else None
+                # rank 0's decision reaches every worker (1.0 = stop)
+                if trainer.all_reduce_max([1.0 if stop is not None else 0.0])[0] > 0:
+                    outcome = stop or names.OUTCOME_PRUNED
+                    break
+            if outcome != names.OUTCOME_NOT_CONVERGED:
+                if done < n_batches:  # stopped within the epoch: its block ends here
+                    mlperf.end(constants.EPOCH_STOP, epoch_num=epoch)
+                break
+    except Diverged as err:
+        outcome, note = names.OUTCOME_DIVERGED, str(err)
+        epochs_done = trainer.samples_seen / max(bench.train_size, 1)
+        progress.line(f"diverged: {note}")
 
     time_to_train = time.perf_counter() - run_started
-    mlperf.end(
-        constants.RUN_STOP, status=constants.SUCCESS if outcome == names.OUTCOME_CONVERGED else constants.ABORTED
-    )
+    status = constants.SUCCESS if outcome == names.OUTCOME_CONVERGED else constants.ABORTED
+    mlperf.end(constants.RUN_STOP, status=status)
+    _check_replicas(trainer, services)
     return TFRunResult(
         outcome=outcome,
-        epochs_run=epoch,
+        epochs_run=epochs_done,
         epochs_to_converge=epochs_to_converge,
         time_to_train_s=time_to_train,
         avg_throughput=sum(throughputs) / len(throughputs) if throughputs else 0.0,
         final_quality={k: v for k, v in metrics.items() if k.startswith(names.EVAL_PREFIX)},
+        note=note,
     )
 
 
 def measure_throughput(bench: Benchmark, cfg: DictConfig, ctx: TFContext, services: RunServices) -> TFRunResult:
-    """`data=synthetic`: the same training step on one generated batch, for a fixed step count."""
+    """`data=synthetic`: the same training step on one generated batch, for a fixed step count. A
+    run whose loss diverges reports no throughput."""
     import tensorflow as tf
 
     trainer = KerasTrainer(bench, cfg, ctx)
     batch = bench.synthetic_batch()
     samples = int(cfg.model.batch_size) * ctx.world_size
 
-    def steps(count: int) -> StepBatches:
-        dataset = ctx.distribute(lambda: tf.data.Dataset.from_tensors(batch).repeat(count))
-        return StepBatches(dataset, [samples] * count)
+    def steps(count: int) -> Iterator[Any]:
+        return iter(ctx.distribute(lambda: tf.data.Dataset.from_tensors(batch).repeat(count)))
 
     mlperf, unit = services.mlperf, bench.throughput_unit
+    warmup, timed = int(cfg.data.warmup_steps), int(cfg.data.steps)
     mlperf.event(constants.GLOBAL_BATCH_SIZE, trainer.global_batch)
-    # untimed warm-up: tracing, XLA compilation, allocator growth
-    warmup = steps(int(cfg.data.warmup_steps))
-    trainer.train_epoch(warmup, warmup.samples, ProgressReporter("off"), unit)
-    mlperf.end(constants.INIT_STOP)
-    mlperf.start(constants.RUN_START)
     started = time.perf_counter()
-    timed = steps(int(cfg.data.steps))
-    services.progress.epoch_start(1, len(timed))
-    stats = trainer.train_epoch(timed, timed.samples, services.progress, unit)
+    try:
+        # untimed warm-up: tracing, XLA compilation, allocator growth
+        trainer.train_steps(steps(warmup), [samples] * warmup, ProgressReporter("off"), unit)
+        trainer.all_reduce_max([0.0])  # barrier
+        mlperf.end(constants.INIT_STOP)
+        mlperf.start(constants.RUN_START)
+        started = time.perf_counter()
+        services.progress.epoch_start(1, timed)
+        stats = trainer.train_steps(steps(timed), [samples] * timed, services.progress, unit)
+    except Diverged as err:
+        services.progress.line(f"diverged: {err}")
+        mlperf.end(constants.RUN_STOP, status=constants.ABORTED)
+        # a throughput measured on a diverged loss is not a throughput
+        return TFRunResult(
+            names.OUTCOME_DIVERGED, 0.0, None, time.perf_counter() - started, float("nan"), note=str(err)
+        )
     elapsed = time.perf_counter() - started
     metrics = {**stats, names.EPOCH_TIME_S: elapsed}
     services.logger.log_epoch(1, metrics)
     services.progress.epoch_end(1, metrics, unit)
     mlperf.end(constants.RUN_STOP, status=constants.ABORTED)
-    outcome = names.OUTCOME_THROUGHPUT_ONLY if math.isfinite(stats["train_loss"]) else names.OUTCOME_DIVERGED
-    return TFRunResult(
-        outcome=outcome,
-        epochs_run=0,
-        epochs_to_converge=None,
-        time_to_train_s=elapsed,
-        avg_throughput=stats["throughput"] if outcome == names.OUTCOME_THROUGHPUT_ONLY else 0.0,
-    )
+    return TFRunResult(names.OUTCOME_THROUGHPUT_ONLY, 0.0, None, elapsed, stats["throughput"])

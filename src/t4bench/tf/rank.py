@@ -116,18 +116,21 @@ class TFRank:
         return strategy, env.world_size, "tf.distribute/MultiWorkerMirroredStrategy (ring, gRPC)"
 
     def broadcast(self, obj: T) -> T:
-        """Rank 0's object on every worker: its pickle, padded to the longest, gathered over workers."""
+        """Rank 0's object on every worker: its pickle summed over workers (the others add zeros)."""
         if self.ctx.workers == 1:
             return obj
         import tensorflow as tf
 
-        data = pickle.dumps(obj) if self.env.is_main else b""
         strategy = self.strategy
-        lengths = strategy.gather(strategy.run(tf.identity, args=(tf.constant([len(data)], tf.int64),)), axis=0)
-        padded = data.ljust(int(tf.reduce_max(lengths)), b"\0")
-        local = tf.constant([list(padded)], tf.int32)  # collectives gather int32, not uint8
-        rows = strategy.gather(strategy.run(tf.identity, args=(local,)), axis=0).numpy()
-        loaded: T = pickle.loads(bytes(rows[0][: int(lengths[0])]))
+
+        def sum_over_workers(values: list[int]) -> Any:
+            local = tf.constant(values, tf.int32)
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(tf.identity, args=(local,)), axis=None)
+
+        data = pickle.dumps(obj) if self.env.is_main else b""
+        (length,) = sum_over_workers([len(data)]).numpy()
+        summed = sum_over_workers(list(data.ljust(int(length), b"\0"))).numpy()
+        loaded: T = pickle.loads(bytes(int(b) for b in summed))
         return loaded
 
     def tags(self) -> dict[str, str]:

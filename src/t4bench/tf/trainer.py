@@ -10,11 +10,13 @@ divided by the replica count: the update is the global-batch mean, as with DDP.
 
 from __future__ import annotations
 
+import hashlib
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import keras
+import numpy as np
 import tensorflow as tf
 from omegaconf import DictConfig
 
@@ -22,6 +24,7 @@ from t4bench.benchmark import Benchmark
 from t4bench.progress import ProgressReporter
 from t4bench.tf import schedule as schedules
 from t4bench.tf.context import TFContext
+from t4bench.tf.divergence import DivergenceGuard
 
 #: how often (in steps) the loss is read back for the progress bar (a read forces a device sync)
 LOSS_READ_INTERVAL = 20
@@ -82,6 +85,11 @@ class KerasTrainer:
         self._grads = tf.function(self._forward_backward, jit_compile=bool(ctx.settings.get("xla", False)))
         self._train_step = tf.function(self._distributed_train_step)
         self._gather_max = tf.function(self._distributed_gather_max)
+        self._gather = tf.function(self._distributed_gather)
+        self._sync_statistics = tf.function(self._distributed_sync_statistics)
+        self.workers = ctx.workers
+        self.guard = DivergenceGuard(cfg.get("divergence"))
+        self._first_losses: list[float] = []
         self.samples_seen = 0
         self.steps = 0
 
@@ -107,6 +115,17 @@ class KerasTrainer:
         per_replica = self.strategy.run(self._replica_train_step, args=tuple(batch))
         return self.strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
 
+    def _distributed_sync_statistics(self) -> None:
+        def replica_sync() -> None:
+            variables = self.model.non_trainable_variables
+            means = tf.distribute.get_replica_context().all_reduce(
+                tf.distribute.ReduceOp.MEAN, [v.value for v in variables]
+            )
+            for variable, mean in zip(variables, means, strict=True):
+                variable.assign(mean)
+
+        self.strategy.run(replica_sync)
+
     def _distributed_gather_max(self, local: tf.Tensor) -> tf.Tensor:
         # tf.distribute reduces by SUM or MEAN only: gather every replica's row, take the max
         gathered = self.strategy.gather(self.strategy.run(tf.identity, args=(local,)), axis=0)
@@ -118,23 +137,34 @@ class KerasTrainer:
     def current_lr(self) -> float:
         return self.base_lr * self.schedule.factor(self.samples_seen, self.steps)
 
-    def train_epoch(
-        self, batches: Iterable[Any], step_samples: Sequence[int], progress: ProgressReporter, unit: str
+    def train_steps(
+        self, batches: Iterator[Any], step_samples: Sequence[int], progress: ProgressReporter, unit: str
     ) -> dict[str, float]:
-        """Train over the distributed `batches` (global sizes in `step_samples`); return the
-        global train_loss, throughput and timing (every worker gets the same numbers)."""
+        """Train `len(step_samples)` steps from the distributed `batches` (global sizes in
+        `step_samples`); return the global train_loss, throughput and timing (every worker gets
+        the same numbers). Raises `Diverged` when a loss read back breaks the divergence rule."""
         losses: list[tf.Tensor] = []
         started = time.perf_counter()
         done = 0
-        for batch, samples in zip(batches, step_samples, strict=True):
+        for samples in step_samples:
             self.optimizer.learning_rate = self.current_lr()
-            losses.append(self._train_step(batch))
+            losses.append(self._train_step(next(batches)))
             self.steps += 1
             self.samples_seen += samples
             done += samples
+            if self.steps <= self.guard.reference_steps:  # the rule's reference: the first losses
+                self._first_losses.append(float(losses[-1]))
+                self.guard.set_reference(self._first_losses)
             if len(losses) % LOSS_READ_INTERVAL == 0 or progress.mode == "bar":
-                progress.batch_done(float(losses[-1]), done / (time.perf_counter() - started), unit)
+                loss = float(losses[-1])
+                self.guard.check(loss)
+                progress.batch_done(loss, done / (time.perf_counter() - started), unit)
         mean_loss = float(tf.reduce_mean(tf.stack(losses))) if losses else float("nan")  # one sync
+        self.guard.check(mean_loss)
+        if self.replicas > 1:
+            # each replica moved its batch-norm statistics with its own batches (as DDP without
+            # SyncBatchNorm); their mean makes the copies one model again before evaluation
+            self._sync_statistics()
         (slowest,) = self.all_reduce_max([time.perf_counter() - started])
         return {
             "train_loss": mean_loss,
@@ -146,6 +176,17 @@ class KerasTrainer:
     def evaluate(self) -> dict[str, float]:
         """The benchmark's quality metrics (every worker gets the same)."""
         return {k: float(v) for k, v in self.bench.evaluate(self.model).items()}
+
+    def weights_digests(self) -> list[str]:
+        """SHA-256 of every worker's local copy of the weights (trainable and batch-norm moving
+        statistics), in worker order: data parallelism must leave them identical."""
+        local = b"".join(np.ascontiguousarray(w).tobytes() for w in self.model.get_weights())
+        row = tf.constant([list(hashlib.sha256(local).digest())], tf.int32)
+        rows = self._gather(row).numpy()[:: self.replicas // self.workers]  # one row per worker
+        return [bytes(int(b) for b in r).hex() for r in rows]
+
+    def _distributed_gather(self, local: tf.Tensor) -> tf.Tensor:
+        return self.strategy.gather(self.strategy.run(tf.identity, args=(local,)), axis=0)
 
     def all_reduce_max(self, values: Sequence[float]) -> list[float]:
         """Host values (same length on every worker) -> their maximum over workers."""
