@@ -68,6 +68,13 @@ def test_bad_values_are_named(override: str, message: str) -> None:
         PerfOptions.from_config(compose_cfg("model=ncf", "+perf=default", override))
 
 
+def test_cudnn_attention_switch_is_a_recorded_option() -> None:
+    options = PerfOptions.from_config(compose_cfg("model=transformer", "+perf=default", "perf.cudnn_sdp=false"))
+    assert options.cudnn_sdp is False
+    assert options.tags()["t4bench.perf.cudnn_sdp"] == "false"
+    assert PerfOptions().tags()["t4bench.perf.cudnn_sdp"] == "None"
+
+
 def test_context_overrides_precision_and_memory_format() -> None:
     base = ctx()
     assert PerfOptions(precision="bf16").context(base).amp_dtype == torch.bfloat16

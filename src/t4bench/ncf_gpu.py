@@ -14,6 +14,7 @@ CUDA device: `python -m t4bench model=ncf hw=h200 model.benchmark=t4bench.ncf_gp
 from __future__ import annotations
 
 import torch
+from omegaconf import DictConfig
 
 from t4bench.benchmarks.ncf import NCFBenchmark
 from t4bench.context import RunContext
@@ -83,7 +84,7 @@ class GpuResidentNCF(NCFBenchmark):
     """NCF with `GpuNegativeSampler` batches when `perf.gpu_data` is on and the device is a GPU;
     exactly `NCFBenchmark` otherwise. The evaluation candidates are moved to the device once."""
 
-    def __init__(self, cfg, ctx: RunContext) -> None:
+    def __init__(self, cfg: DictConfig, ctx: RunContext) -> None:
         super().__init__(cfg, ctx)
         self.sampler: GpuNegativeSampler | None = None
         if self.data is not None and PerfOptions.from_config(cfg, ctx.device).gpu_data:

@@ -54,6 +54,10 @@ class PerfOptions:
     #: keep small datasets in GPU memory and build batches there (benchmarks that support it)
     gpu_data: bool = False
     cudnn_benchmark: bool = False
+    #: cuDNN as a scaled_dot_product_attention backend; None: torch's choice. torch 2.11 sends
+    #: masked attention to cuDNN first on Hopper/Blackwell, which builds a plan per new shape
+    #: (~0.4 s forward + ~0.5 s backward each): with varying sentence lengths that is the first epoch
+    cudnn_sdp: bool | None = None
     #: steps between host reads of the loss (each read waits for the GPU)
     loss_read_interval: int = 20
     #: the options that were asked for but cannot apply here, with why
@@ -131,6 +135,8 @@ class PerfOptions:
             torch.backends.cuda.matmul.allow_tf32 = tf32
             torch.backends.cudnn.allow_tf32 = tf32
             torch.backends.cudnn.benchmark = self.cudnn_benchmark
+            if self.cudnn_sdp is not None:
+                torch.backends.cuda.enable_cudnn_sdp(self.cudnn_sdp)
         changes: dict[str, Any] = {}
         if self.precision is not None:
             changes["precision"] = "fp32" if tf32 else self.precision
