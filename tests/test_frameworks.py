@@ -59,11 +59,12 @@ class LeastSquares(Benchmark):
 @dataclass
 class Result:
     outcome: str
-    epochs_run: int
-    epochs_to_converge: int | None
+    epochs_run: float
+    epochs_to_converge: float | None
     time_to_train_s: float
     avg_throughput: float
     final_quality: dict[str, float] = field(default_factory=dict)
+    note: str = ""
 
     @property
     def converged(self) -> bool:

@@ -96,6 +96,9 @@ class _Regression:
         x, y = batch
         return ((model(x).float() - y) ** 2).mean(), len(x)
 
+    def samples_in(self, batch: Any) -> int:
+        return len(batch[0])
+
 
 def _fp16_step_rank(out_dir: Path) -> None:
     """On each rank: one Trainer.step in fp16 with SGD; write the weights before and after, and
@@ -105,7 +108,7 @@ def _fp16_step_rank(out_dir: Path) -> None:
 
     from t4bench import distributed, launch, run_env
     from t4bench.context import RunContext
-    from t4bench.loop import Trainer
+    from t4bench.trainer import Trainer
 
     cfg = OmegaConf.create(
         {

@@ -118,6 +118,17 @@ def test_a_bad_launcher_variable_is_one_line() -> None:
         run_env.read_launcher({"WORLD_SIZE": "two", "RANK": "0"})
 
 
+def test_the_app_stops_on_a_bad_launcher_variable_with_one_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "WORLD_SIZE": "x", "RANK": "0"}
+    proc = subprocess.run([sys.executable, "-m", "t4bench"], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == ["t4bench: error: WORLD_SIZE='x': a launcher variable must be a whole number"]
+
+
 def test_the_process_environment_is_the_default_input(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("WORLD_SIZE", "HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"):
         monkeypatch.delenv(var, raising=False)

@@ -46,7 +46,12 @@ def app(cfg: DictConfig) -> dict[str, Any]:
 
 def main() -> None:
     """Console entry (`t4bench ...`, `python -m t4bench ...`)."""
-    sys.argv = [sys.argv[0], *rank_overrides(sys.argv[1:], run_env.launched_rank())]
+    try:
+        rank = run_env.launched_rank()
+    except T4BenchError as err:  # a launcher variable that is not a number
+        print(f"t4bench: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    sys.argv = [sys.argv[0], *rank_overrides(sys.argv[1:], rank)]
     try:
         app()
     except RunTerminated as stop:  # the run is closed as KILLED already; exit as a signal would

@@ -59,12 +59,16 @@ class TrainResult(Protocol):
 
     #: one of mlflow_names.OUTCOME_* (converged, not_converged, diverged, pruned, throughput_only)
     outcome: str
-    epochs_run: int
-    epochs_to_converge: int | None
+    #: epochs trained (fractional when evaluations fall inside an epoch)
+    epochs_run: float
+    #: the epoch at which the target was reached; None when it was not
+    epochs_to_converge: float | None
     time_to_train_s: float
     avg_throughput: float
     #: eval_<name> -> value of the last evaluation
     final_quality: dict[str, float]
+    #: why the run ended as it did, when that needs saying (a divergence's loss); "" otherwise
+    note: str
 
     @property
     def converged(self) -> bool: ...

@@ -17,6 +17,8 @@ FRAMEWORK = "t4bench.framework"
 THROUGHPUT_UNIT = "t4bench.throughput_unit"
 SEED = "t4bench.seed"
 OUTCOME = "t4bench.outcome"
+#: why the run ended as it did, when the loop says (e.g. the loss that diverged)
+OUTCOME_NOTE = "t4bench.outcome_note"
 SWEEP_ID = "t4bench.sweep_id"
 #: prefix of the software version tags: t4bench.version.<package>
 VERSION_PREFIX = "t4bench.version."

@@ -146,9 +146,12 @@ class RankRecords:
         tracker.log_artifact(config_file)
         if self.mlperf.path is not None:
             tracker.log_artifact(self.mlperf.path)
+        outcome_tags = {names.OUTCOME: self.outcome}
         if self.result is not None:
             tracker.log_metrics(summary_metrics(self.result))
-        tracker.set_tags({names.OUTCOME: self.outcome})
+            if self.result.note:
+                outcome_tags[names.OUTCOME_NOTE] = self.result.note[:5000]  # MLflow caps tag values
+        tracker.set_tags(outcome_tags)
         tracker.end(self.status)
 
 
