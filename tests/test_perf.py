@@ -44,6 +44,11 @@ def test_per_model_options_lie_over_the_group() -> None:
     assert resnet.compile and not resnet.cuda_graphs
 
 
+def test_command_line_option_beats_the_profiles_model_entry() -> None:
+    options = PerfOptions.from_config(compose_cfg("model=ncf", "+perf=h200", "perf.cuda_graphs=false"))
+    assert not options.cuda_graphs and options.gpu_data
+
+
 def test_gpu_only_options_are_dropped_on_a_cpu_and_recorded() -> None:
     options = PerfOptions.from_config(compose_cfg("model=ncf", "+perf=h200", "perf.precision=tf32"), CPU)
     assert not options.cuda_graphs and not options.gpu_data and options.optimizer_impl == "default"

@@ -65,14 +65,16 @@ class PerfOptions:
 
     @classmethod
     def from_config(cls, cfg: Any, device: torch.device | None = None) -> PerfOptions:
-        """`cfg.perf` with `cfg.perf.models[<model name>]` laid over it; all defaults when absent."""
+        """`cfg.perf`: its non-null options, else `cfg.perf.models[<model name>]`'s, else the
+        defaults (so `perf.cuda_graphs=false` on the command line beats a profile's model entry)."""
         node = cfg.get("perf") if hasattr(cfg, "get") else None
         values: dict[str, Any] = {}
         if node is not None:
-            values = {k: v for k, v in _plain(node).items() if k != "models"}
+            plain = _plain(node)
             model = str(cfg.model.name) if "model" in cfg else ""
-            values.update(_plain((node.get("models") or {}).get(model) or {}))
-        options = cls._validated(values)
+            values.update(_plain((plain.get("models") or {}).get(model) or {}))
+            values.update({k: v for k, v in plain.items() if k != "models" and v is not None})
+        options = cls._validated({k: v for k, v in values.items() if v is not None})
         return options.for_device(device) if device is not None else options
 
     @classmethod
