@@ -121,7 +121,7 @@ class MLPerfLog:
             value = accuracy_value(self.benchmark, {self._target_key or "value": value}, self._target_key)
         self._log("event", key, value, metadata)
 
-    def eval_accuracy(self, quality: Mapping[str, float], epoch: int) -> None:
+    def eval_accuracy(self, quality: Mapping[str, float], epoch: float) -> None:
         """All metrics of one evaluation, formatted for the benchmark's rules."""
         self._log(
             "event",

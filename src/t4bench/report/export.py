@@ -22,10 +22,11 @@ from pathlib import Path
 import pandas as pd
 from mlflow.tracking import MlflowClient
 
+from t4bench import mlflow_names as names
 from t4bench.mlperf import RULESETS, mlperf_name
 from t4bench.report.query import QueryError
 
-LOG_ARTIFACT = "mlperf.log"
+LOG_ARTIFACT = names.MLPERF_LOG_FILE
 
 
 def system_name(row: pd.Series) -> str:
@@ -37,7 +38,9 @@ def system_description(runs: pd.DataFrame, tags: dict[str, str], params: dict[st
     t4bench does not record says so."""
     first = runs.iloc[0]
     versions = ", ".join(
-        f"{k.removeprefix('t4bench.version.')} {v}" for k, v in sorted(tags.items()) if k.startswith("t4bench.version.")
+        f"{k.removeprefix(names.VERSION_PREFIX)} {v}"
+        for k, v in sorted(tags.items())
+        if k.startswith(names.VERSION_PREFIX)
     )
     return {
         "submitter": "t4bench",
@@ -51,7 +54,7 @@ def system_description(runs: pd.DataFrame, tags: dict[str, str], params: dict[st
         "host_processor_core_count": "not recorded",
         "accelerators_per_node": int(first["hw_count"]) if first["hw"] != "cpu" else 0,
         "accelerator_model_name": params.get("hw.label", str(first["hw"])),
-        "framework": f"PyTorch {tags.get('t4bench.version.torch', '')}".strip(),
+        "framework": f"PyTorch {tags.get(names.VERSION_PREFIX + 'torch', '')}".strip(),
         "hw_notes": f"t4bench hw profile {first['hw']}, scale {first['scale']}",
         "sw_notes": versions,
     }

@@ -17,6 +17,7 @@ import pandas as pd
 from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
 
+from t4bench import mlflow_names as names
 from t4bench.report.errors import ReportError
 
 REPORT_TAG = "t4bench.report"
@@ -25,25 +26,25 @@ PRICE_PARAM = "hw.price_per_gpu_hour"
 
 #: (column, MLflow metric) for the summary metrics of the README's MLflow contract
 METRIC_COLUMNS = (
-    ("time_to_train_s", "time_to_train_s"),
-    ("epochs_to_converge", "epochs_to_converge"),
-    ("epochs_run", "epochs_run"),
-    ("avg_throughput", "avg_throughput"),
-    ("eval_quality", "eval_quality"),
+    ("time_to_train_s", names.TIME_TO_TRAIN_S),
+    ("epochs_to_converge", names.EPOCHS_TO_CONVERGE),
+    ("epochs_run", names.EPOCHS_RUN),
+    ("avg_throughput", names.AVG_THROUGHPUT),
+    ("eval_quality", names.EVAL_QUALITY),
     # t4bench.telemetry's summary over the timed span (GPU runs only; absent on CPU)
-    ("energy_to_train_kj", "energy_to_train_kj"),
-    ("avg_power_w", "avg_power_w"),
+    ("energy_to_train_kj", names.ENERGY_TO_TRAIN_KJ),
+    ("avg_power_w", names.AVG_POWER_W),
 )
 #: (column, tag) read from each run
 TAG_COLUMNS = (
-    ("model", "t4bench.model"),
-    ("scale", "t4bench.scale"),
-    ("hw", "t4bench.hw"),
-    ("data", "t4bench.data"),
-    ("outcome", "t4bench.outcome"),
-    ("throughput_unit", "t4bench.throughput_unit"),
-    ("sweep_id", "t4bench.sweep_id"),
-    ("framework", "t4bench.framework"),
+    ("model", names.MODEL),
+    ("scale", names.SCALE),
+    ("hw", names.HW),
+    ("data", names.DATA),
+    ("outcome", names.OUTCOME),
+    ("throughput_unit", names.THROUGHPUT_UNIT),
+    ("sweep_id", names.SWEEP_ID),
+    ("framework", names.FRAMEWORK),
 )
 
 
@@ -101,7 +102,7 @@ def filter_string(flt: RunFilter) -> str:
     clauses = []
     if flt.sweep_id:
         op = "LIKE" if "%" in flt.sweep_id else "="
-        clauses.append(f"tags.`t4bench.sweep_id` {op} {_quote(flt.sweep_id)}")
+        clauses.append(f"tags.`{names.SWEEP_ID}` {op} {_quote(flt.sweep_id)}")
     for key, value in flt.tags.items():
         clauses.append(f"tags.`{key}` = {_quote(value)}")
     if flt.since:
@@ -165,12 +166,12 @@ def run_row(run: Run, experiment: str) -> dict[str, Any]:
         "status": run.info.status,
     }
     row.update({column: tags.get(tag, "") for column, tag in TAG_COLUMNS})
-    count = tags.get("t4bench.hw_count", "")
+    count = tags.get(names.HW_COUNT, "")
     row["hw_count"] = int(count) if count.isdigit() else 1
-    seed = tags.get("t4bench.seed", "")
+    seed = tags.get(names.SEED, "")
     row["seed"] = int(seed) if seed.lstrip("-").isdigit() else None
     row.update({column: _metric(run, metric) for column, metric in METRIC_COLUMNS})
-    row["converged"] = row["outcome"] == "converged"
+    row["converged"] = row["outcome"] == names.OUTCOME_CONVERGED
     row["price_per_gpu_hour"] = _price(run)
     row["start_time"] = pd.Timestamp(run.info.start_time, unit="ms", tz="UTC")
     return row
@@ -191,9 +192,9 @@ def select(client: MlflowClient, flt: RunFilter) -> Selection:
     if ids:
         for run in search(client, list(ids), filter_string(flt)):
             tags = run.data.tags
-            if ROLE_TAG in tags or REPORT_TAG in tags or "t4bench.model" not in tags:
+            if ROLE_TAG in tags or REPORT_TAG in tags or names.MODEL not in tags:
                 continue
-            if flt.models and tags["t4bench.model"] not in flt.models:
+            if flt.models and tags[names.MODEL] not in flt.models:
                 continue
             if run.info.status in ("RUNNING", "SCHEDULED"):
                 running += 1

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from t4bench import mlflow_names as names
 from t4bench.sweep.stats import describe
 
 #: one row of the time-to-train table per configuration
@@ -21,11 +22,11 @@ GROUP = ["model", "scale", "data", "hw", "hw_count"]
 
 def training_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """Runs that trained to a target (real data); synthetic throughput runs go elsewhere."""
-    return runs[runs["outcome"] != "throughput_only"]
+    return runs[runs["outcome"] != names.OUTCOME_THROUGHPUT_ONLY]
 
 
 def throughput_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    return runs[runs["outcome"] == "throughput_only"]
+    return runs[runs["outcome"] == names.OUTCOME_THROUGHPUT_ONLY]
 
 
 def converged_times(group: pd.DataFrame) -> list[float]:
