@@ -135,9 +135,10 @@ def build_step(
     options: PerfOptions,
     optimizer_step: OptimizerStep = _default_optimizer_step,
 ) -> Step:
-    """The step the options ask for. CUDA graphs need a CUDA device and no GradScaler (its
-    inf check reads the host); otherwise the eager step."""
-    if options.cuda_graphs and ctx.device.type == "cuda" and not scaler.is_enabled():
+    """The step the options ask for. CUDA graphs need a CUDA device, no GradScaler (its inf check
+    reads the host) and one rank (gradient all-reduce inside a captured graph is not set up here);
+    otherwise the eager step."""
+    if options.cuda_graphs and ctx.device.type == "cuda" and not scaler.is_enabled() and ctx.world_size == 1:
         return GraphStep(loss_fn, model, optimizer, ctx, options.graph_warmup_steps)
     return eager_step(loss_fn, model, optimizer, scaler, ctx, optimizer_step)
 
