@@ -179,7 +179,8 @@ def _rank_starts_heartbeat() -> bool:
 def test_sigkilled_t4bench_run_is_repaired(tmp_path: Path) -> None:
     """A real `python -m t4bench` killed with SIGKILL mid-training, then `repair`: KILLED."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    env = {**ENV, "MLFLOW_TRACKING_URI": uri}
+    data_root = Path(os.environ.get("T4BENCH_DATA_DIR", REPO / "data")).resolve()
+    env = {**ENV, "MLFLOW_TRACKING_URI": uri, "T4BENCH_DATA_DIR": str(data_root)}
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -200,10 +201,13 @@ def test_sigkilled_t4bench_run_is_repaired(tmp_path: Path) -> None:
     assert proc.stdout is not None
     client = MlflowClient(uri)
     try:
+        seen = []
         for line in proc.stdout:  # wait until it trains (the run and its heartbeat exist)
-            if "epoch 1" in line or "init took" in line:
+            seen.append(line)
+            if "init took" in line:
                 break
-        run = client.search_runs([e.experiment_id for e in client.search_experiments()])[0]
+        assert seen and "init took" in seen[-1], "".join(seen)
+        (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
         assert runs.HEARTBEAT_TAG in run.data.tags
     finally:
         proc.send_signal(signal.SIGKILL)
