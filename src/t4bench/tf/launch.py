@@ -32,6 +32,8 @@ from omegaconf import DictConfig
 from t4bench.launch import RanksFailed
 from t4bench.run_env import RunEnvironment
 
+#: the t4bench.launcher tag of ranks started here
+LAUNCHER_NAME = "t4bench.tf.launch (TF_CONFIG)"
 #: seconds between polls of the worker processes
 _POLL_S = 0.5
 #: seconds a stopped worker gets to exit before it is killed

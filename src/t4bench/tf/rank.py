@@ -22,10 +22,12 @@ from typing import Any, TypeVar
 from omegaconf import DictConfig
 
 from t4bench import mlflow_names as names
+from t4bench import run_env
 from t4bench.benchmark import Benchmark
 from t4bench.errors import T4BenchError
 from t4bench.frameworks import RunServices, TrainResult
 from t4bench.run_env import RunEnvironment
+from t4bench.tf import launch
 
 T = TypeVar("T")
 
@@ -137,7 +139,11 @@ class TFRank:
         import tensorflow as tf
 
         kind = "gpu" if self.env.device_kind == "cuda" else "cpu"
+        tags = {}
+        if self.env.launcher == run_env.ELASTIC_LAUNCH:  # hw.count=N: t4bench.tf.launch started them
+            tags[names.LAUNCHER] = launch.LAUNCHER_NAME if self.ctx.workers > 1 else "none (one process, all GPUs)"
         return {
+            **tags,
             names.DIST_BACKEND: self.backend,
             names.DEVICE: f"{kind} x{self.env.world_size}",
             names.THREADS: str(self.threads or tf.config.threading.get_intra_op_parallelism_threads() or "tf default"),

@@ -116,15 +116,12 @@ class KerasTrainer:
         return self.strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
 
     def _distributed_sync_statistics(self) -> None:
-        def replica_sync() -> None:
-            variables = self.model.non_trainable_variables
-            means = tf.distribute.get_replica_context().all_reduce(
-                tf.distribute.ReduceOp.MEAN, [v.value for v in variables]
-            )
-            for variable, mean in zip(variables, means, strict=True):
-                variable.assign(mean)
-
-        self.strategy.run(replica_sync)
+        variables = self.model.non_trainable_variables
+        # read each replica's own copy in replica context; average and assign in cross-replica
+        # context (a replica-context assign of these aggregation-NONE variables is refused)
+        per_replica = self.strategy.run(lambda: [tf.identity(v.value) for v in variables])
+        for variable, copies in zip(variables, per_replica, strict=True):
+            variable.assign(self.strategy.reduce(tf.distribute.ReduceOp.MEAN, copies, axis=None))
 
     def _distributed_gather_max(self, local: tf.Tensor) -> tf.Tensor:
         # tf.distribute reduces by SUM or MEAN only: gather every replica's row, take the max
