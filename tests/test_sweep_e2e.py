@@ -50,6 +50,16 @@ def _study(sweep_dir: Path, name: str = "ncf-optuna") -> optuna.Study:
     return optuna.load_study(study_name=name, storage=open_storage(journal))
 
 
+def _trials_so_far(sweep_dir: Path) -> list[optuna.trial.FrozenTrial]:
+    """The study's trials while a sweep starts up (no journal, or no study in it yet: none)."""
+    if not (sweep_dir / "optuna.journal").exists():
+        return []
+    try:
+        return _study(sweep_dir).trials
+    except KeyError:
+        return []
+
+
 def test_seed_sweep_parent_run_and_summary(run_t4bench, mlflow_client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     proc = run_t4bench("--multirun", "max_epochs=1", "seed=0,1", "progress=off", env={"OMP_NUM_THREADS": "1"})
     assert "olympic_mean" in proc.stdout
@@ -63,6 +73,10 @@ def test_seed_sweep_parent_run_and_summary(run_t4bench, mlflow_client, tmp_path:
     assert parent.info.status == "FINISHED"
     assert parent.data.metrics["epochs_run_mean"] == 1.0
     assert "epochs_to_converge_converged_fraction" in parent.data.metrics
+    # readable name, the fixed part of the config as params (not the swept seed), the config's tags
+    assert parent.info.run_name == "sweep-ncf-seeds-sweep"
+    assert parent.data.params["max_epochs"] == "1" and "seed" not in parent.data.params
+    assert parent.data.tags["t4bench.hw"] == "cpu" and parent.data.tags["t4bench.scale"] == "mini"
     assert (tmp_path / "sweep" / "summary.json").exists()
 
 
@@ -108,8 +122,7 @@ def test_sigterm_then_rerun_resumes_without_redoing_trials(tracking_uri: str, tm
     )
     deadline = time.time() + 400
     while time.time() < deadline:
-        journal = sweep_dir / "optuna.journal"
-        if journal.exists() and any(t.state == TrialState.COMPLETE for t in _study(sweep_dir).trials):
+        if any(t.state == TrialState.COMPLETE for t in _trials_so_far(sweep_dir)):
             break
         time.sleep(1)
     time.sleep(4)  # into trial 1

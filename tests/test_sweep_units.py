@@ -304,3 +304,39 @@ def test_validation_report_tables_and_goal_lines(tmp_path: Path) -> None:
     rows = (tmp_path / "v.csv").read_text().splitlines()
     assert rows[0] == "statistic,tuned,reference,ratio,ci_low,ci_high" and rows[4].startswith("mean,")
     assert validate.metrics(report)["goal_pass"] == float(report["goal"]["pass"])
+
+
+def test_seed_sweep_reusing_another_sweeps_id_fails_in_one_line(tmp_path: Path) -> None:
+    """A seed sweep under the sweep id of another sweep's FINISHED parent: one line, exit 2, the
+    old parent left FINISHED, no run created (it stops before any job)."""
+    from mlflow.tracking import MlflowClient
+
+    from t4bench.sweep import mlflow_runs
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    exp = client.create_experiment("t4bench-ncf")
+    old = mlflow_runs.get_or_create_parent(client, exp, "shared", "seeds", "sweep-old", identity="seeds:/elsewhere")
+    client.set_terminated(old, status="FINISHED")
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "t4bench",
+            "--multirun",
+            "seed=0,1",
+            "tracking.sweep_id=shared",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.startswith("t4bench: error: sweep id 'shared' belongs to another sweep (seeds:/elsewhere")
+    assert proc.stderr.count("\n") == 1
+    runs = client.search_runs([exp])
+    assert [(r.info.run_id, r.info.status) for r in runs] == [(old, "FINISHED")]

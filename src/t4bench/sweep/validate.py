@@ -261,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sweep-dir", type=Path, help="the sweep's hydra.sweep.dir (storage: <dir>/optuna.journal)")
     parser.add_argument("--storage", help="the study's storage (journal path or SQLAlchemy URL) instead of --sweep-dir")
     parser.add_argument("--study", help="study name (default: the only study in the storage)")
-    parser.add_argument("--seeds", default="100-109", help="held-out seeds, e.g. 100-109 (default) or 100,101")
+    parser.add_argument("--seeds", default="100-119", help="held-out seeds, e.g. 100-119 (default) or 100,101")
     parser.add_argument("--dry-run", action="store_true", help="print the command only")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every validation run")
     args = parser.parse_args(argv)
