@@ -133,7 +133,19 @@ def test_what_repair_leaves_alone(store: tuple[str, MlflowClient]) -> None:
             runs.HOST_TAG: socket.gethostname(),
             runs.PID_TAG: str(os.getpid()),
             runs.PID_START_TAG: runs.pid_start_time(os.getpid()) or "",
-            runs.HEARTBEAT_TAG: str(now - 3600),
+            runs.PIDNS_TAG: runs.pid_namespace(),
+            runs.HEARTBEAT_TAG: str(now - 3600),  # a live process: the age does not matter
+        },
+    )
+    # same host name, another pid namespace (a container on host networking): judged by its beat
+    container = _tagged_run(
+        client,
+        **{
+            runs.HOST_TAG: socket.gethostname(),
+            runs.PID_TAG: "999999",
+            runs.PIDNS_TAG: "pid:[1]",
+            runs.INTERVAL_TAG: "30",
+            runs.HEARTBEAT_TAG: str(now - 10),
         },
     )
     elsewhere = _tagged_run(
@@ -142,7 +154,7 @@ def test_what_repair_leaves_alone(store: tuple[str, MlflowClient]) -> None:
     )
     untracked = _tagged_run(client)
     assert runs.repair(client) == []
-    for run_id in (me, elsewhere, untracked):
+    for run_id in (me, container, elsewhere, untracked):
         assert client.get_run(run_id).info.status == "RUNNING"
         client.set_terminated(run_id)
 
@@ -161,6 +173,7 @@ def test_silent_other_host_and_reused_pid(store: tuple[str, MlflowClient]) -> No
             runs.HOST_TAG: socket.gethostname(),
             runs.PID_TAG: str(os.getpid()),
             runs.PID_START_TAG: "1",
+            runs.PIDNS_TAG: runs.pid_namespace(),
             runs.HEARTBEAT_TAG: str(now),
         },
     )

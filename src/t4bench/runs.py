@@ -33,6 +33,8 @@ HOST_TAG = "t4bench.host"
 PID_TAG = "t4bench.pid"
 #: /proc/<pid>/stat start time (clock ticks since boot): tells a reused pid from the run's process
 PID_START_TAG = "t4bench.pid_start"
+#: the pid namespace: containers sharing a host name (host networking) do not see each other's pids
+PIDNS_TAG = "t4bench.pid_namespace"
 REPAIRED_TAG = "t4bench.repaired"
 DEFAULT_INTERVAL_S = 30.0
 #: a run on another host is stale after this many missed heartbeats (slow stores, clock skew)
@@ -50,6 +52,13 @@ def pid_start_time(pid: int) -> str | None:
         return None
     # after the ")" of the command name: state is field 3, starttime field 22 of stat(5)
     return fields[19] if len(fields) > 19 else None
+
+
+def pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
 
 
 def process_alive(pid: int, start_time: str | None = None) -> bool:
@@ -90,6 +99,7 @@ class Heartbeat:
         self._client.set_tag(self.run_id, HOST_TAG, socket.gethostname())
         self._client.set_tag(self.run_id, PID_TAG, str(pid))
         self._client.set_tag(self.run_id, PID_START_TAG, pid_start_time(pid) or "")
+        self._client.set_tag(self.run_id, PIDNS_TAG, pid_namespace())
         self._client.set_tag(self.run_id, INTERVAL_TAG, f"{self.interval_s:g}")
         self._beat()
         self._thread = threading.Thread(target=self._loop, name="t4bench-heartbeat", daemon=True)
@@ -147,7 +157,8 @@ def stale_reason(tags: dict[str, str], now: float, host: str, stale_intervals: i
     if beat is None or not beat.isdigit():
         return None
     pid = tags.get(PID_TAG, "")
-    if tags.get(HOST_TAG) == host and pid.isdigit():
+    same_namespace = tags.get(PIDNS_TAG, "") == pid_namespace()
+    if tags.get(HOST_TAG) == host and same_namespace and pid.isdigit():
         if process_alive(int(pid), tags.get(PID_START_TAG) or None):
             return None
         return f"its process {pid} on {host} is gone"
