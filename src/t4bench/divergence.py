@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from t4bench.errors import T4BenchError
+
 
 class Diverged(Exception):
     """The loss broke the rule; the loop ends the run with outcome `diverged`."""
@@ -36,7 +38,9 @@ class DivergenceRule:
         ratio = section.get("max_loss_ratio", cls.max_loss_ratio)
         steps = int(section.get("reference_steps", cls.reference_steps))
         if (ratio is not None and float(ratio) < 0) or steps < 1:
-            raise ValueError(f"divergence.max_loss_ratio must be >= 0 or null and reference_steps >= 1, got {section}")
+            raise T4BenchError(
+                f"divergence.max_loss_ratio must be >= 0 or null and reference_steps >= 1, got {section}"
+            )
         return cls(float(ratio) if ratio else None, steps)
 
 
