@@ -24,6 +24,7 @@ from t4bench.errors import T4BenchError
 from t4bench.frameworks import RunServices
 from t4bench.mlperf import constants
 from t4bench.progress import ProgressReporter
+from t4bench.stopping import StopRun
 from t4bench.tf.context import StepBatches, TFContext
 from t4bench.tf.divergence import Diverged
 from t4bench.tf.trainer import KerasTrainer
@@ -57,17 +58,18 @@ def reached_target(metrics: Mapping[str, float], target: Mapping[str, float]) ->
     return all(metrics[name] >= float(threshold) for name, threshold in target.items())
 
 
-def _callback_stop(callbacks: Sequence[Any], epoch: int, metrics: Mapping[str, float]) -> str | None:
-    """The outcome a callback asked for (it raised an exception carrying `outcome`, the loop's
-    StopRun), or None to keep training."""
+def _callback_stop(callbacks: Sequence[Any], evaluation: int, metrics: Mapping[str, float]) -> str | None:
+    """The outcome a callback asked for (it raised `StopRun`), or None to keep training."""
     for callback in callbacks:
         try:
-            callback.on_epoch_end(epoch, metrics)
+            callback.on_epoch_end(evaluation, metrics)
+        except StopRun as stop:
+            return stop.outcome
         except Exception as stop:
-            outcome = getattr(stop, "outcome", None)
-            if outcome is None:
+            # t4bench.loop's own StopRun, until it is t4bench.stopping's: same shape, other class
+            if type(stop).__name__ != "StopRun" or not isinstance(getattr(stop, "outcome", None), str):
                 raise
-            return str(outcome)
+            return str(stop.outcome)  # type: ignore[attr-defined]
     return None
 
 
