@@ -275,7 +275,7 @@ def test_compare_arms_uses_scipy_and_the_goal_separates_real_gains() -> None:
 
 
 def test_validation_report_tables_and_goal_lines(tmp_path: Path) -> None:
-    from t4bench.sweep import validate
+    from t4bench.sweep import validation_report as validate
 
     arms = {
         "tuned": {

@@ -20,11 +20,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from t4bench.signals import sigterm_raises
 from t4bench.sweep import space as spaces
 from t4bench.sweep.objective import RobustObjective
+from t4bench.sweep.settings import hydra_overrides, instantiate, task_overrides
 from t4bench.sweep.storage import critical_section, normalize, open_storage
 from t4bench.sweep.sweep_runs import PARENT_ATTR, OptunaSweepRuns, fixed_params
 from t4bench.sweep.trial_queue import TrialQueue, counts
@@ -34,42 +35,6 @@ from t4bench.sweep.workers import Workers
 log = logging.getLogger(__name__)
 
 UID_ATTR = "t4bench_study_uid"
-
-
-def instantiate(node: Any, **extra: Any) -> Any:
-    """A sampler / pruner from its config node; None for an empty node or `_target_: null`."""
-    from hydra.utils import instantiate as hydra_instantiate
-
-    if node is None:
-        return None
-    node = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
-    if not node or node.get("_target_") in (None, "null", "none"):
-        return None
-    return hydra_instantiate({**node, **extra})
-
-
-def task_overrides(config: DictConfig) -> list[str]:
-    """The command line's non-sweep task overrides (what validation must apply again)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    raw = OmegaConf.to_container(config.hydra.overrides.task, resolve=False) or []
-    out = []
-    for line in raw:
-        override = OverridesParser.create().parse_override(str(line))
-        if not override.is_sweep_override() and override.get_key_element() != "seed":
-            out.append(str(line))
-    return out
-
-
-def hydra_overrides(config: DictConfig) -> list[str]:
-    raw = OmegaConf.to_container(config.hydra.overrides.hydra, resolve=False) or []
-    skip = (
-        "hydra.sweeper.n_jobs=",
-        "hydra.sweeper.worker_index=",
-        "hydra.sweeper.validate_seeds=",
-        "hydra.sweeper.n_trials=",
-    )
-    return [str(o) for o in raw if not str(o).startswith(skip)]
 
 
 class OptunaStudyRunner:
