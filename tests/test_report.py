@@ -16,6 +16,7 @@ SEEDS = (0, 1, 2)
 # HR@10 after one NCF mini epoch is ~0.53-0.56 over seeds: a target in that band makes the store
 # hold converged and not-converged runs (the report must count both)
 TARGET = 0.55
+VALIDATION_SETS = {"reference": [], "best-t1": ["model.optimizer.lr=0.002"]}
 
 
 def _env(uri: str) -> dict[str, str]:
@@ -53,6 +54,22 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
         uri,
     )
     _run(["-m", "t4bench", *common, "seed=0", "hw.count=2", f"hydra.run.dir={root / 'run2'}"], root, uri)
+    # a held-out validation's two sets, tagged as `t4bench.sweep.validate` tags them
+    for name, extra in VALIDATION_SETS.items():
+        _run(
+            [
+                "-m",
+                "t4bench",
+                "--multirun",
+                *common,
+                "seed=100,101",
+                f"tracking.sweep_id=demo-validate-{name}",
+                *extra,
+                f"hydra.sweep.dir={root / name}",
+            ],
+            root,
+            uri,
+        )
     return root, uri
 
 
@@ -62,7 +79,11 @@ def _training_runs(uri: str) -> list:  # type: ignore[type-arg]
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name("t4bench-ncf")
     assert exp is not None
-    return [r for r in client.search_runs([exp.experiment_id]) if "t4bench.sweep_role" not in r.data.tags]
+    return [
+        r
+        for r in client.search_runs([exp.experiment_id])
+        if "t4bench.sweep_role" not in r.data.tags and "-validate-" not in r.data.tags.get("t4bench.sweep_id", "")
+    ]
 
 
 def test_report_tables_and_figures_from_real_runs(store: tuple[Path, str]) -> None:
@@ -78,6 +99,9 @@ def test_report_tables_and_figures_from_real_runs(store: tuple[Path, str]) -> No
     assert f"| ncf | mini | cpu | 1 | {len(SEEDS)} | {converged}/{len(SEEDS)} |" in md, md
     assert "| ncf | mini | cpu | 2 | 1 |" in md, md
     assert "## Scaling with GPU count" in md and "efficiency" in md
+    # validation runs: their own section, not pooled into the time-to-train rows above
+    assert "## Tuned vs reference (held-out seeds)" in md and "| demo | reference | 2 |" in md, md
+    assert "| demo | best-t1 | 2 |" in md and (out / "validation_demo.png").exists()
     pngs = sorted(out.glob("*.png"))
     assert pngs and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
     for png in pngs:
@@ -100,11 +124,12 @@ def test_report_tables_and_figures_from_real_runs(store: tuple[Path, str]) -> No
 def test_table_numbers_match_the_store(store: tuple[Path, str]) -> None:
     from mlflow.tracking import MlflowClient
 
-    from t4bench.report import tables
+    from t4bench.report import figures, tables
     from t4bench.report.query import RunFilter, select
 
     _, uri = store
-    table = tables.time_to_train(select(MlflowClient(uri), RunFilter(models=["ncf"])).runs, {"cpu": 0.5})
+    runs = select(MlflowClient(uri), RunFilter(models=["ncf"])).runs
+    table = tables.time_to_train(runs.drop(index=figures.validation_sets(runs).index), {"cpu": 0.5})
     row = table[table["hw_count"] == 1].iloc[0]
     # independent of the report code: straight from the runs' metrics and tags
     times = sorted(

@@ -70,17 +70,19 @@ def _throughput_display(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _runs_section(sel: Selection, flt: RunFilter, tracking_uri: str) -> Section:
+def _runs_section(sel: Selection, flt: RunFilter, tracking_uri: str, validation_runs: int) -> Section:
     runs = sel.runs
     outcomes = ", ".join(f"{k} {v}" for k, v in sorted(runs["outcome"].replace("", "unknown").value_counts().items()))
     paragraphs = [
-        f"Tracking store `{tracking_uri}`, experiments {', '.join(sorted(sel.searched.values()))}; filter: "
+        f"Tracking store `{tracking_uri}`, experiments {', '.join(sorted(set(runs['experiment'])))}; filter: "
         f"{flt.describe()}.",
         f"{len(runs)} training runs ({outcomes}); from {runs['start_time'].min():%Y-%m-%d %H:%M} to "
         f"{runs['start_time'].max():%Y-%m-%d %H:%M} UTC.",
     ]
     if sel.running:
         paragraphs.append(f"{sel.running} runs still RUNNING were not counted (no outcome yet).")
+    if validation_runs:
+        paragraphs.append(f"{validation_runs} runs of held-out validations are counted in their own section only.")
     return Section("Runs", paragraphs)
 
 
@@ -113,8 +115,11 @@ def build(sel: Selection, flt: RunFilter, opts: Options, out: Path, tracking_uri
     """The document, and notes for the console (skipped parts)."""
     doc = Document("t4bench report")
     notes: list[str] = []
-    doc.sections.append(_runs_section(sel, flt, tracking_uri))
-    ttt = tables.time_to_train(sel.runs, opts.prices)
+    # held-out validation runs mix tuned and reference hyperparameters: their own section only
+    validation = figures.validation_sets(sel.runs)
+    runs = sel.runs.drop(index=validation.index)
+    doc.sections.append(_runs_section(sel, flt, tracking_uri, len(validation)))
+    ttt = tables.time_to_train(runs, opts.prices)
     if not ttt.empty:
         doc.sections.append(_ttt_section(ttt, opts, out))
         speed = tables.speedup(ttt, opts.baseline)
@@ -159,12 +164,12 @@ def build(sel: Selection, flt: RunFilter, opts: Options, out: Path, tracking_uri
                     "did not converge. The CDF of a configuration ends at its converged fraction."
                 ],
                 None,
-                figures.seed_distributions(sel.runs, out) + figures.time_to_train_cdfs(sel.runs, out),
+                figures.seed_distributions(runs, out) + figures.time_to_train_cdfs(runs, out),
             )
         )
-    else:
+    elif len(runs):
         notes.append("no time-to-train table: only synthetic (throughput) runs match")
-    thr = tables.throughput(sel.runs)
+    thr = tables.throughput(runs)
     if not thr.empty:
         doc.sections.append(
             Section(
@@ -176,7 +181,6 @@ def build(sel: Selection, flt: RunFilter, opts: Options, out: Path, tracking_uri
                 _throughput_display(thr),
             )
         )
-    validation = figures.validation_sets(sel.runs)
     if not validation.empty:
         doc.sections.append(_validation_section(validation, out))
     if opts.optuna_storage:
