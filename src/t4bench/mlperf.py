@@ -40,9 +40,6 @@ RULESETS = {
 }
 #: benchmarks whose quality metric is BLEU (0-100 from sacrebleu; the rules expect a fraction)
 _BLEU = {constants.GNMT, constants.TRANSFORMER}
-#: functions that only forward a log call under the same name (e.g. t4bench.rank's telemetry
-#: marks): the recorded call site is the caller of the outermost one
-_FORWARDERS = {"event", "start", "end", "eval_accuracy"}
 
 
 def mlperf_name(model: str) -> str:
@@ -61,14 +58,15 @@ def accuracy_value(benchmark: str, quality: Mapping[str, float], first_key: str 
     return number / 100.0 if benchmark in _BLEU else number
 
 
-def _call_site_offset(frame: FrameType | None) -> int:
-    """mllog's `stack_offset` that points at the training code calling this module.
+def _call_site_offset(frame: FrameType | None, log: MLPerfLog) -> int:
+    """mllog's `stack_offset` that points at the code calling the log.
 
     mllog counts from its own helper: offset 1 is the caller of `MLLogger.event`, which is
-    `MLPerfLog._log` (`frame`); every frame above it in this file or in a forwarder adds one.
+    `MLPerfLog._log` (`frame`). Frames of this module and methods of `log` itself (a subclass's
+    overrides, e.g. t4bench.rank's run_start/run_stop hooks) are the log's own; each adds one.
     """
     depth = 0
-    while frame is not None and (frame.f_code.co_filename == __file__ or frame.f_code.co_name in _FORWARDERS):
+    while frame is not None and (frame.f_code.co_filename == __file__ or frame.f_locals.get("self") is log):
         frame = frame.f_back
         depth += 1
     return depth + 1
@@ -109,7 +107,7 @@ class MLPerfLog:
     def _log(self, kind: str, key: str, value: Any, metadata: Mapping[str, Any]) -> None:
         if self._logger is None:
             return
-        offset = _call_site_offset(inspect.currentframe())
+        offset = _call_site_offset(inspect.currentframe(), self)
         log = getattr(self._logger, kind)
         log(key=key, value=value, metadata=dict(metadata) or None, stack_offset=offset)
 
