@@ -18,50 +18,50 @@ class FakeNVML:
     def __init__(self) -> None:
         self.energy = 1_000_000
 
-    def nvmlDeviceGetUtilizationRates(self, h):  # noqa: N802
+    def nvmlDeviceGetUtilizationRates(self, h):
         return SimpleNamespace(gpu=90, memory=40)
 
-    def nvmlDeviceGetMemoryInfo(self, h):  # noqa: N802
+    def nvmlDeviceGetMemoryInfo(self, h):
         return SimpleNamespace(used=2 * 10**9, total=16 * 2**30)
 
-    def nvmlDeviceGetPowerUsage(self, h):  # noqa: N802
+    def nvmlDeviceGetPowerUsage(self, h):
         return 250_000
 
-    def nvmlDeviceGetTemperature(self, h, kind):  # noqa: N802
+    def nvmlDeviceGetTemperature(self, h, kind):
         return 70 + h
 
-    def nvmlDeviceGetClockInfo(self, h, kind):  # noqa: N802
+    def nvmlDeviceGetClockInfo(self, h, kind):
         return 1980
 
-    def nvmlDeviceGetCurrentClocksEventReasons(self, h):  # noqa: N802
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
         return 0x4 if h == 1 else 0x1  # gpu1 power-capped; gpu0 idle (not throttling)
 
-    def nvmlDeviceGetTotalEnergyConsumption(self, h):  # noqa: N802
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
         self.energy += 500_000  # +0.5 kJ per read
         return self.energy
 
-    def nvmlDeviceGetName(self, h):  # noqa: N802
+    def nvmlDeviceGetName(self, h):
         return b"NVIDIA H200"
 
-    def nvmlSystemGetDriverVersion(self):  # noqa: N802
+    def nvmlSystemGetDriverVersion(self):
         return "580.159.04"
 
-    def nvmlSystemGetCudaDriverVersion(self):  # noqa: N802
+    def nvmlSystemGetCudaDriverVersion(self):
         return 13000
 
-    def nvmlDeviceGetCurrPcieLinkGeneration(self, h):  # noqa: N802
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, h):
         return 5
 
-    def nvmlDeviceGetCurrPcieLinkWidth(self, h):  # noqa: N802
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h):
         return 16
 
     nvmlDeviceGetMaxPcieLinkGeneration = nvmlDeviceGetCurrPcieLinkGeneration
     nvmlDeviceGetMaxPcieLinkWidth = nvmlDeviceGetCurrPcieLinkWidth
 
-    def nvmlDeviceGetEnforcedPowerLimit(self, h):  # noqa: N802
+    def nvmlDeviceGetEnforcedPowerLimit(self, h):
         raise RuntimeError("NVMLError_NotSupported")
 
-    def nvmlShutdown(self):  # noqa: N802
+    def nvmlShutdown(self):
         pass
 
 
