@@ -10,7 +10,7 @@ time-to-train counting the saved training time plus the new (MLPerf counts train
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +72,66 @@ def reopen(client: Any, run_id: str, epoch: int) -> None:
         client.update_run(run_id, status="RUNNING")
     client.set_tag(run_id, "t4bench.outcome", "running")
     client.set_tag(run_id, RESUMED_TAG, str(epoch))
+
+
+@dataclass
+class Continued:
+    """Where the loop picks up: the first epoch to train, the training time already spent
+    (time-to-train adds it), the earlier throughputs and evaluation count (metric steps go on)."""
+
+    first_epoch: int = 1
+    elapsed_s: float = 0.0
+    throughputs: list[float] = field(default_factory=list)
+    evaluations: int = 0
+
+
+class EpochCheckpoints:
+    """The training loop's two hooks: `resume_into(trainer)` before the first epoch (every rank),
+    `after_epoch(...)` at an epoch's end (rank 0 writes every `checkpoint.every` epochs).
+
+    `logger` is the loop's epoch logger: its `run_id` goes into the checkpoint (so `resume=<folder>`
+    finds the run) and, when it can `set_tags`, the run is tagged with the checkpoint folder."""
+
+    def __init__(self, cfg: DictConfig, is_main: bool, logger: Any = None) -> None:
+        node = cfg.get("checkpoint") or {}
+        self.every = int(node.get("every", 0) or 0)
+        self.keep = int(node.get("keep", 2) or 2)
+        self.cfg, self.is_main = cfg, is_main
+        self.run_id = getattr(logger, "run_id", None) or None
+        self.point = find(cfg)
+        # a resumed run goes on writing beside the checkpoint it resumed from
+        self.folder = self.point.path.parent if self.point else Path(str(node.get("dir") or "checkpoints"))
+        if self.every and is_main and hasattr(logger, "set_tags"):
+            logger.set_tags({checkpoint.FOLDER_TAG: str(self.folder.resolve())})
+
+    def resume_into(self, trainer: checkpoint.TrainerLike) -> Continued:
+        if self.point is None:
+            return Continued()
+        loop = checkpoint.restore_trainer(self.point.payload, trainer)
+        return Continued(
+            first_epoch=int(loop["epoch"]) + 1,
+            elapsed_s=float(loop.get("elapsed_s", 0.0)),
+            throughputs=[float(v) for v in loop.get("throughputs", [])],
+            evaluations=int(loop.get("evaluations", 0)),
+        )
+
+    def after_epoch(
+        self,
+        trainer: checkpoint.TrainerLike,
+        epoch: int,
+        *,
+        elapsed_s: float,
+        throughputs: list[float],
+        evaluations: int,
+    ) -> None:
+        if not (self.every and self.is_main and epoch % self.every == 0):
+            return
+        loop = {"elapsed_s": elapsed_s, "throughputs": list(throughputs), "evaluations": evaluations}
+        checkpoint.save_trainer(
+            checkpoint.path_for(self.folder, epoch),
+            trainer,
+            epoch=epoch,
+            loop=loop,
+            meta=meta_for(self.cfg, self.run_id),
+        )
+        checkpoint.prune(self.folder, self.keep)
