@@ -125,6 +125,8 @@ def test_an_unknown_or_contradicted_framework_is_one_line() -> None:
 
     with pytest.raises(T4BenchError, match=r"^framework 'jax' has no rank entry; known: pytorch, tensorflow"):
         frameworks.entry("jax")
+    with pytest.raises(T4BenchError, match=r"^framework 'jax' has no rank spawner"):
+        frameworks.spawner("jax")
     cfg = OmegaConf.create({"model": {"framework": "pytorch", "benchmark": "test_frameworks.LeastSquares"}})
     with pytest.raises(T4BenchError, match=r"model.framework=pytorch but .*LeastSquares is a numpy benchmark"):
         frameworks.framework_of(cfg, LeastSquares)

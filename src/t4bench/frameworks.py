@@ -26,10 +26,18 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: model.framework -> "module:function" returning a RankSession
+#: framework -> "module:function" returning a RankSession: `join(cfg, env)`
 ENTRIES = {
     "pytorch": "t4bench.torch_rank:join",
     "tensorflow": "t4bench.tf.rank:join",
+}
+#: framework -> "module:function" starting the ranks of `hw.count=N` without an outer launcher:
+#: `spawn(cfg, env, fn, args)` runs `fn(*args)` (importable by name) on env.world_size ranks, each
+#: seeing RANK/WORLD_SIZE/LOCAL_RANK (or Horovod's) so `env.for_spawned_rank(os.environ)` places
+#: it, and returns rank 0's result
+SPAWNERS = {
+    "pytorch": "t4bench.launch:spawn",
+    "tensorflow": "t4bench.tf.launch:spawn",
 }
 
 
@@ -100,20 +108,31 @@ class RankSession(Protocol):
 
 
 Join = Callable[["DictConfig", "RunEnvironment"], RankSession]
+Spawn = Callable[["DictConfig", "RunEnvironment", Callable[..., Any], tuple[Any, ...]], Any]
 
 
-def entry(framework: str) -> Join:
-    """The `join` function of `framework`, imported now."""
-    spec = ENTRIES.get(framework)
+def _load(table: Mapping[str, str], framework: str, what: str) -> Any:
+    spec = table.get(framework)
     if spec is None:
-        raise T4BenchError(f"framework {framework!r} has no rank entry; known: {', '.join(ENTRIES)}")
+        raise T4BenchError(f"framework {framework!r} has no {what}; known: {', '.join(table)}")
     module_name, _, function = spec.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
-        raise T4BenchError(f"model.framework={framework}: {module_name} cannot be imported ({err})") from err
-    join: Join = getattr(module, function)
+        raise T4BenchError(f"framework {framework}: {module_name} cannot be imported ({err})") from err
+    return getattr(module, function)
+
+
+def entry(framework: str) -> Join:
+    """The `join` function of `framework`, imported now."""
+    join: Join = _load(ENTRIES, framework, "rank entry")
     return join
+
+
+def spawner(framework: str) -> Spawn:
+    """The `spawn` function of `framework` (for hw.count=N without an outer launcher), imported now."""
+    spawn: Spawn = _load(SPAWNERS, framework, "rank spawner")
+    return spawn
 
 
 def framework_of(cfg: DictConfig, bench_cls: type[Benchmark]) -> str:

@@ -32,20 +32,24 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     `hw.count` ranks (one MLflow run, made here and handed to them)."""
     env = preflight.check(cfg)  # no torch yet: hw=auto resolved, the launcher's ranks read
     bench_cls = benchmark_class(cfg)
-    if frameworks.framework_of(cfg, bench_cls) == "pytorch":
+    framework = frameworks.framework_of(cfg, bench_cls)
+    if framework == "pytorch":
         launch.preflight(env)  # torch.distributed / horovod.torch: the PyTorch ranks' backends
     if not cfg.data.synthetic:
         bench_cls.check_inputs(cfg)
     if env.spawn:
-        return _spawn_ranks(cfg, env, output_dir, bench_cls)
+        return _spawn_ranks(cfg, env, output_dir, bench_cls, frameworks.spawner(framework))
     from t4bench.rank import run_rank  # MLflow and the framework: only now
 
     return run_rank(cfg, env, output_dir)
 
 
-def _spawn_ranks(cfg: DictConfig, env: RunEnvironment, output_dir: Path, bench_cls: type[Benchmark]) -> dict[str, Any]:
-    """hw.count=N without an outer launcher: make the MLflow run, start N ranks on it (torch
-    elastic_launch, or horovod.run for dist=horovod), and mark it FAILED/KILLED if they die."""
+def _spawn_ranks(
+    cfg: DictConfig, env: RunEnvironment, output_dir: Path, bench_cls: type[Benchmark], spawn: frameworks.Spawn
+) -> dict[str, Any]:
+    """hw.count=N without an outer launcher: make the MLflow run, start N ranks on it with the
+    framework's `spawn` (PyTorch: torch elastic_launch, or horovod.run for dist=horovod), and mark
+    it FAILED/KILLED if they die."""
     from t4bench.tracking import RunTracker, contract_tags
 
     # ranks are fresh interpreters without Hydra: hand them the config with ${...} resolved here
@@ -56,7 +60,7 @@ def _spawn_ranks(cfg: DictConfig, env: RunEnvironment, output_dir: Path, bench_c
     status = names.FAILED
     try:
         with sigterm_raises():
-            summary = launch.spawn(cfg, env, _spawned_rank, (plain, env, str(output_dir), run_id))
+            summary = spawn(cfg, env, _spawned_rank, (plain, env, str(output_dir), run_id))
         status = names.FINISHED
         return summary
     except (KeyboardInterrupt, RunTerminated):
