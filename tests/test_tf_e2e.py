@@ -76,6 +76,26 @@ def test_keras_resnet_mini_reaches_the_target_without_torch(run_t4bench, mlflow_
     assert all(p.startswith(("tensorflow.", "model.schedule.")) for p in extra), extra
 
 
+def test_synthetic_reference_size_with_xla_and_bf16(run_t4bench, mlflow_client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # ResNet-50 at 224x224 on a batch of 2 (30 s of CPU): the throughput path, XLA and mixed bf16
+    run_t4bench(
+        *TF,
+        "data=synthetic",
+        "model.batch_size=2",
+        "data.steps=2",
+        "data.warmup_steps=1",
+        "tensorflow.xla=true",
+        "hw.precision=bf16",
+        env={"OMP_NUM_THREADS": "1"},
+    )
+    run = only_run(mlflow_client, EXPERIMENT)
+    assert run.data.tags["t4bench.outcome"] == "throughput_only" and run.data.tags["t4bench.scale"] == "reference"
+    assert run.data.tags["t4bench.precision"] == "bf16" and run.data.params["tensorflow.xla"] == "True"
+    assert run.data.metrics["avg_throughput"] > 0 and run.data.metrics["train_loss"] > 0
+    log = _mllog(tmp_path / "run" / "mlperf.log")
+    assert [e["metadata"]["status"] for e in log if e["key"] == "run_stop"] == ["aborted"]
+
+
 def test_two_cpu_ranks_one_run_identical_weights(run_t4bench, mlflow_client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     blocker_env, marker = _torch_blocker(tmp_path)
     run_t4bench(*TF, "hw.count=2", "max_epochs=1", env={"OMP_NUM_THREADS": "1", **blocker_env})

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -24,11 +25,16 @@ from omegaconf import OmegaConf
 from torch.utils.data import DistributedSampler
 from torchvision.models import resnet50
 
+from t4bench import run_env
 from t4bench import schedule as torch_schedules
 from t4bench.benchmarks.resnet_parts import ResNetClassifier, trunk_from_cfg
 from t4bench.errors import DatasetMissingError, T4BenchError
+from t4bench.launch import RanksFailed
+from t4bench.run_env import RunEnvironment
+from t4bench.tf import launch as tf_launch
 from t4bench.tf import schedule as tf_schedules
 from t4bench.tf.rank import settings_for
+from tests import tf_launch_helpers
 from tests.conftest import CONF_DIR, REPO
 
 
@@ -185,6 +191,42 @@ def test_settings_are_picked_per_scale() -> None:
     cfg.scale.name = "ding"
     with pytest.raises(T4BenchError, match=r"tensorflow\.bn_momentum has no value for scale=ding"):
         settings_for(cfg)
+
+
+def _spawned_env(world: int, device_kind: str = "cpu") -> RunEnvironment:
+    return RunEnvironment(
+        launcher=run_env.ELASTIC_LAUNCH,
+        rank=0,
+        world_size=world,
+        local_rank=0,
+        local_world_size=world,
+        requested_count=world,
+        spawn=True,
+        hw=OmegaConf.create({"name": "cpu"}),
+        device_kind=device_kind,
+        threads=None,
+        dist_backend="ddp",
+        process_group="gloo",
+    )
+
+
+def test_launch_starts_workers_with_tf_config() -> None:
+    result = tf_launch.spawn(OmegaConf.create({}), _spawned_env(2), tf_launch_helpers.report_rank, ())
+    assert result["rank"] == "0" and result["world"] == "2" and result["index"] == 0
+    assert len(result["workers"]) == 2 and len(set(result["workers"])) == 2  # two localhost ports
+
+
+def test_launch_names_the_failed_rank_and_stops_the_others() -> None:
+    started = time.monotonic()
+    with pytest.raises(RanksFailed, match=r"rank 1 \(exit code 2\): t4bench: error: rank one broke"):
+        tf_launch.spawn(OmegaConf.create({}), _spawned_env(2), tf_launch_helpers.fail_on_rank_one, ())
+    assert time.monotonic() - started < 100  # rank 0 (sleeping 120 s) was stopped, not waited for
+
+
+def test_gpu_ranks_run_in_this_process() -> None:
+    # MirroredStrategy drives every GPU from one process: the rank runs here, as rank 0 of 2
+    assert tf_launch.spawn(OmegaConf.create({}), _spawned_env(2, "cuda"), os.environ.get, ("RANK",)) == "0"
+    assert "RANK" not in os.environ or os.environ["RANK"] != "0"
 
 
 def _t4bench(*overrides: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
