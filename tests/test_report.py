@@ -203,7 +203,9 @@ def test_export_lays_out_result_files(store: tuple[Path, str]) -> None:
     out = root / "export"
     proc = _run(["-m", "t4bench.report", "export", "--out", str(out), "--model", "ncf"], root, uri)
     one_gpu = sorted((out / "unchecked" / "results" / "cpux1_mini" / "ncf").glob("result_*.txt"))
-    assert [p.name for p in one_gpu] == [f"result_{i}.txt" for i in range(len(SEEDS))]
+    # every 1-GPU run the filter matched: the seeds and both validation sets
+    expected = len(SEEDS) + 2 * len(VALIDATION_SETS)
+    assert sorted(p.name for p in one_gpu) == sorted(f"result_{i}.txt" for i in range(expected))
     assert (out / "unchecked" / "results" / "cpux2_mini" / "ncf" / "result_0.txt").exists()
     for log in one_gpu:
         assert ':::MLLOG {"namespace": "", ' in log.read_text() and '"key": "run_stop"' in log.read_text()
@@ -211,4 +213,4 @@ def test_export_lays_out_result_files(store: tuple[Path, str]) -> None:
 
     desc = json.loads((out / "unchecked" / "systems" / "cpux1_mini.json").read_text())
     assert desc["division"] == "open" and desc["system_name"] == "cpux1_mini" and desc["number_of_nodes"] == 1
-    assert proc.stdout.count("<- run ") == len(SEEDS) + 1
+    assert proc.stdout.count("<- run ") == expected + 1
