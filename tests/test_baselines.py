@@ -63,3 +63,57 @@ def test_few_steps_warning() -> None:
     line = baselines.few_steps_warning(495_285, 1_048_576)
     assert line is not None and "only 1 optimizer step(s)" in line
     assert baselines.few_steps_warning(495_285, 256) is None
+
+
+def _loop_reports_trivial() -> bool:
+    return "trivial" in (REPO / "src" / "t4bench" / "loop.py").read_text()
+
+
+@pytest.mark.skipif(
+    not _loop_reports_trivial(), reason="the loop does not call Benchmark.trivial_quality yet (H3 wiring)"
+)
+@pytest.mark.skipif(not (DATA_ROOT / "movielens-100k" / movielens.ML100K_FILE).is_file(), reason="ml-100k not prepared")
+def test_run_logs_trivial_quality_and_warns(tmp_path: Path) -> None:
+    """A real NCF run with a target under the popularity ranker and four steps per epoch."""
+    import subprocess
+    import sys
+
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "MLFLOW_TRACKING_URI": uri,
+        "T4BENCH_DATA_DIR": str(DATA_ROOT),
+        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "t4bench",
+            "progress=plain",
+            "hw.telemetry.enabled=false",
+            "max_epochs=1",
+            "model.target.hr_at_10=0.3",
+            "model.batch_size=131072",
+            f"hydra.run.dir={tmp_path / 'out'}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    output = proc.stdout + proc.stderr
+    assert "warning: an epoch is only 4 optimizer step(s) (495285 samples / global batch 131072)" in output
+    assert (
+        "warning: the target is no better than a trivial baseline (popularity ranking: hr_at_10 0.3 <= 0.4083)"
+        in output
+    )
+    client = MlflowClient(uri)
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert run.data.metrics["trivial_quality"] == pytest.approx(0.4083, abs=1e-4)
+    assert run.data.metrics["trivial_hr_at_10"] == run.data.metrics["trivial_quality"]
