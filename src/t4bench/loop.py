@@ -27,20 +27,13 @@ from t4bench.divergence import Diverged
 from t4bench.errors import T4BenchError
 from t4bench.mlperf import MLPerfLog, constants
 from t4bench.progress import ProgressReporter
+from t4bench.stopping import StopRun  # framework-free, so callbacks need not import torch
 from t4bench.trainer import LOSS_READ_INTERVAL, Trainer
 
 __all__ = ["LOSS_READ_INTERVAL", "RunResult", "StopRun", "Trainer", "measure_throughput", "train_to_target"]
 
 #: per-evaluation metric: the (fractional) epochs trained when it was taken
 EPOCH_METRIC = "epoch"
-
-
-class StopRun(Exception):
-    """Raised by an evaluation callback to end the run early (e.g. an Optuna pruner)."""
-
-    def __init__(self, outcome: str, reason: str) -> None:
-        super().__init__(reason)
-        self.outcome = outcome
 
 
 class EpochCallback(Protocol):
