@@ -110,7 +110,9 @@ def test_two_cpu_ranks_one_run_identical_weights(run_t4bench, mlflow_client, tmp
 
 
 def test_seed_multirun_and_optuna_sweep_run_unchanged(run_t4bench, mlflow_client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    run_t4bench("--multirun", *TF, "max_epochs=1", "seed=0,1", env={"OMP_NUM_THREADS": "1"})
+    blocker_env, marker = _torch_blocker(tmp_path)
+    env = {"OMP_NUM_THREADS": "1", **blocker_env}
+    run_t4bench("--multirun", *TF, "max_epochs=1", "seed=0,1", env=env)
     runs = all_runs(mlflow_client, EXPERIMENT)
     parent = only_run_with(runs, "t4bench.sweep_role", "parent")
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
@@ -130,8 +132,10 @@ def test_seed_multirun_and_optuna_sweep_run_unchanged(run_t4bench, mlflow_client
         "tracking.sweep_id=tf-optuna",
         "model.optimizer.lr=tag(log,interval(0.02,0.2))",
         f"hydra.sweep.dir={sweep_dir}",
-        env={"OMP_NUM_THREADS": "1"},
+        env=env,
     )
+    # the sweeper's pruning callback loads in every trial: it must not pull torch in either
+    assert not marker.exists(), marker.read_text()
     swept = [r for r in all_runs(mlflow_client, EXPERIMENT) if r.data.tags.get("t4bench.sweep_id") == "tf-optuna"]
     training = [r for r in swept if "t4bench.sweep_role" not in r.data.tags]
     assert len(training) == 2 and {r.data.tags["t4bench.framework"] for r in training} == {"tensorflow"}

@@ -63,6 +63,19 @@ def _threads(env: RunEnvironment) -> int | None:
     return int(omp) if omp.isdigit() and int(omp) > 0 else None
 
 
+def _set_threads(tf: Any, threads: int | None) -> None:
+    """Size TensorFlow's thread pools, before it creates them. A second run in the same process
+    (Hydra's multirun launches jobs in-process) finds them created: they keep the first run's
+    size, which is the same configuration's."""
+    if threads is None or tf.config.threading.get_intra_op_parallelism_threads() == threads:
+        return
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    except RuntimeError:
+        pass
+
+
 class TFRank:
     """A `frameworks.RankSession` for TensorFlow benchmarks."""
 
@@ -76,9 +89,10 @@ class TFRank:
 
         self.cfg, self.env = cfg, env
         self.threads = _threads(env)
-        if self.threads is not None:  # before TensorFlow creates its thread pools
-            tf.config.threading.set_intra_op_parallelism_threads(self.threads)
-            tf.config.threading.set_inter_op_parallelism_threads(self.threads)
+        _set_threads(tf, self.threads)
+        import keras
+
+        keras.backend.clear_session()  # a previous run in this process (Hydra multirun) leaves its graphs
         self.strategy, workers, self.backend = self._strategy(tf)
         self.ctx = TFContext(
             strategy=self.strategy,
