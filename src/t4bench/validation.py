@@ -167,6 +167,16 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("model.arch.label_smoothing", UNIT_OPEN),
 )
 
+#: what a framework's loop accepts beyond (or instead of) the PyTorch loop's choices, by model.framework
+FRAMEWORK_RULES: dict[str, tuple[tuple[str, Rule], ...]] = {
+    "tensorflow": (
+        # the TF reference: warm-up, then polynomial decay (t4bench.tf)
+        ("model.schedule.kind", Choice(("constant", "step", "inverse_sqrt", "polynomial"))),
+        ("model.schedule.power", POSITIVE),
+        ("model.schedule.end_factor", Number(low=0, high=1)),
+    ),
+}
+
 #: quality metrics that are fractions (a target of 0 is met before training, above 1 never)
 FRACTION_METRICS = frozenset({"hr_at_10", "ndcg_at_10", "top1", "box_map", "mask_map"})
 #: SacreBLEU is 0..100
@@ -201,8 +211,15 @@ def _lookup(cfg: DictConfig, key: str) -> Any:
     return value
 
 
-def check_rules(cfg: DictConfig, rules: Sequence[tuple[str, Rule]] = RULES) -> None:
-    for key, rule in rules:
+def rules_for(cfg: DictConfig) -> list[tuple[str, Rule]]:
+    """RULES with the run's framework's own rules in place of the PyTorch loop's."""
+    framework = _lookup(cfg, "model.framework")
+    own = dict(FRAMEWORK_RULES.get(str(framework), ()))
+    return [(key, own.pop(key, rule)) for key, rule in RULES] + list(own.items())
+
+
+def check_rules(cfg: DictConfig, rules: Sequence[tuple[str, Rule]] | None = None) -> None:
+    for key, rule in rules_for(cfg) if rules is None else rules:
         value = _lookup(cfg, key)
         if value is not _ABSENT and not rule.accepts(value):
             raise T4BenchError(f"{key}={_shown(value)}: must be {rule.allowed()}")
