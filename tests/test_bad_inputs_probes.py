@@ -137,7 +137,7 @@ def test_shipped_configs_validate(compose_cfg, model: str, scale: str) -> None: 
 def test_tensorflow_schedule_is_its_own(compose_cfg, scale: str) -> None:  # type: ignore[no-untyped-def]
     """framework=tensorflow brings the TF reference's polynomial decay; the PyTorch loop has none."""
     validation.validate(compose_cfg("model=resnet50", f"scale={scale}", "+framework=tensorflow"))
-    with pytest.raises(T4BenchError, match="model.schedule.kind=polynomial: must be one of constant, step"):
+    with pytest.raises(T4BenchError, match=r"model\.schedule\.kind=polynomial: must be one of constant, step"):
         validation.validate(compose_cfg("model=resnet50", f"scale={scale}", "model.schedule.kind=polynomial"))
 
 
