@@ -30,7 +30,7 @@ def _ttt_display(table: pd.DataFrame) -> pd.DataFrame:
                 "model": r.model,
                 "scale": r.scale,
                 "hw": r.hw,
-                "GPUs": r.hw_count,
+                "hw.count": r.hw_count,
                 "runs": r.runs,
                 "converged": f"{r.converged}/{r.runs}",
                 "not converged": r.other_outcomes or "–",
@@ -48,7 +48,8 @@ def _ttt_display(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _ratio_display(frame: pd.DataFrame, columns: Mapping[str, str]) -> pd.DataFrame:
-    shown = frame[[c for c in frame.columns if c not in columns and c != "data"]].copy()
+    kept = [c for c in frame.columns if c not in columns and c != "data"]
+    shown = frame[kept].rename(columns={"hw_count": "hw.count"})
     for source, title in columns.items():
         shown[title] = [cell(v) for v in frame[source]]
     return shown
@@ -61,7 +62,7 @@ def _throughput_display(frame: pd.DataFrame) -> pd.DataFrame:
                 "model": r.model,
                 "scale": r.scale,
                 "hw": r.hw,
-                "GPUs": r.hw_count,
+                "hw.count": r.hw_count,
                 "runs": r.runs,
                 "throughput mean ± std": f"{pm(r.throughput_mean, r.throughput_std, 4)} {r.throughput_unit}",
             }
