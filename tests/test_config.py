@@ -28,7 +28,7 @@ def test_defaults_are_mini_ncf_on_cpu() -> None:
     cfg = compose()
     assert cfg.model.name == "ncf"
     assert cfg.hw.name == "cpu" and cfg.hw.count == 1
-    assert cfg.scale.name == "mini" and cfg.data.synthetic is False
+    assert cfg.scale.name == "mini" and cfg.input.synthetic is False
     assert cfg.tracking.experiment == "t4bench-ncf"
 
 
@@ -39,9 +39,9 @@ def test_reference_scale_swaps_in_mlperf_sizes() -> None:
     assert cfg.model.target.hr_at_10 == 0.635
 
 
-def test_synthetic_data_implies_reference_scale() -> None:
-    cfg = compose(["data=synthetic"])
-    assert cfg.scale.name == "reference" and cfg.data.synthetic is True
+def test_synthetic_input_implies_reference_scale() -> None:
+    cfg = compose(["input=synthetic", "input.steps=3"])
+    assert cfg.scale.name == "reference" and cfg.input.synthetic is True and cfg.input.steps == 3
     assert cfg.model.arch.gmf_factors == 64
 
 
@@ -56,7 +56,7 @@ def test_cfg_job_does_not_import_torch() -> None:
 def test_help_lists_config_groups() -> None:
     proc = t4bench("-m", "t4bench", "--help")
     assert proc.returncode == 0
-    for group in ("model:", "hw:", "scale:", "data:"):
+    for group in ("model:", "hw:", "hw/run:", "scale:", "input:", "dist:"):
         assert group in proc.stdout
 
 
@@ -73,7 +73,7 @@ def test_scales_a_model_defines() -> None:
     assert preflight.available_scales("ncf") == ["mini", "reference"]
     assert preflight.available_scales("gnmt") == ["mini", "ding", "reference"]
     preflight.check_scale(compose(["model=transformer", "scale=ding"]))
-    preflight.check_scale(compose(["data=synthetic"]))  # synthetic implies reference
+    preflight.check_scale(compose(["input=synthetic"]))  # synthetic implies reference
 
 
 def test_a_scale_the_model_lacks_fails_before_anything_starts(tmp_path: Path) -> None:
@@ -123,10 +123,18 @@ def resolved(overrides: list[str]) -> dict[str, Any]:
 def test_every_model_scale_and_hw_profile_composes(model: str, scale: str) -> None:
     for hw in HW_PROFILES:
         cfg = resolved([f"model={model}", f"scale={scale}", f"hw={hw}"])
+        assert cfg["input"] == {"synthetic": False}
         assert cfg["model"]["name"] == model and cfg["scale"]["name"] == scale and cfg["hw"]["name"] == hw
         assert cfg["model"]["target"], "a run needs a quality target"
         assert all(isinstance(value, float) for value in cfg["model"]["target"].values()), cfg["model"]["target"]
         assert cfg["max_epochs"] == cfg["model"]["max_epochs"] > 0
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_every_model_composes_for_synthetic_input(model: str) -> None:
+    cfg = resolved([f"model={model}", "input=synthetic"])
+    assert cfg["scale"]["name"] == "reference" and cfg["input"]["synthetic"] is True
+    assert cfg["input"]["steps"] >= 1 and cfg["input"]["warmup_steps"] >= 0
 
 
 def test_every_hw_profile_gets_the_shared_run_settings() -> None:

@@ -47,6 +47,17 @@ def test_main_entry_trains_into_the_project_run(tmp_path: Path, tracking_uri: st
     # adopted through tracking.run_id (t4bench.mlproject passes MLFLOW_RUN_ID)
     assert run.data.params["tracking.run_id"] == run.info.run_id
 
+    # the report entry point logs the report into its own project run
+    proc = mlflow_run(tmp_path, tracking_uri, "-e", "report", "-P", f"args=--out {tmp_path / 'report'} --model ncf")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report_run = next(r for r in every_run(tracking_uri) if r.info.run_id != run.info.run_id)
+    assert report_run.info.status == "FINISHED" and report_run.data.tags["t4bench.report"] == "1"
+    from mlflow.tracking import MlflowClient
+
+    logged = {a.path for a in MlflowClient(tracking_uri).list_artifacts(report_run.info.run_id, "report")}
+    assert "report/report.md" in logged
+    assert len(every_run(tracking_uri)) == 2  # the training run and the report run, nothing else
+
 
 def test_bad_override_fails_the_project_run(tmp_path: Path, tracking_uri: str) -> None:
     proc = mlflow_run(tmp_path, tracking_uri, "-e", "main", "-P", "overrides=model=ncf hw=nosuchhw")

@@ -9,6 +9,7 @@ modules would otherwise import torch after it."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -149,18 +150,23 @@ def test_image_folder_pipeline(tf, data, tmp_path: Path) -> None:  # type: ignor
     cached, streamed = data.ImagePipeline(folder, cfg, True), data.ImagePipeline(folder, cfg, False)
 
     def batches(pipeline, epoch: int, rank: int = 0, world: int = 1) -> list[np.ndarray]:  # type: ignore[no-untyped-def]
-        return [b[0].numpy() for b in pipeline.train(4, seed=3, epoch=epoch, rank=rank, world=world)]
+        return [b[0].numpy() for b in pipeline.train(4, seed=3, epoch=epoch, replicas=[rank], world=world)]
 
     first = batches(cached, 1)
     assert [b.shape for b in first] == [(4, 8, 8, 3), (2, 8, 8, 3)]
     assert all(np.array_equal(a, b) for a, b in zip(first, batches(cached, 1), strict=True))  # repeatable
     assert all(np.array_equal(a, b) for a, b in zip(first, batches(streamed, 1), strict=True))  # cache = files
     assert not np.array_equal(first[0], batches(cached, 2)[0])  # another epoch, another order / crops
-    labels = [int(label) for rank in (0, 1) for b in cached.train(8, 3, 1, rank, 2) for label in b[1].numpy()]
+    labels = [int(label) for rank in (0, 1) for b in cached.train(8, 3, 1, [rank], 2) for label in b[1].numpy()]
     assert sorted(labels) == [0, 0, 0, 1, 1, 1]  # two ranks: disjoint halves of the epoch
     val = data.ImagePipeline(data.list_image_folder(tmp_path / "val"), cfg, False)
-    weights = [float(w) for rank in (0, 1, 2, 3) for b in val.evaluation(5, rank, 4) for w in b[2].numpy()]
+    weights = [float(w) for rank in (0, 1, 2, 3) for b in val.evaluation(5, [rank], 4) for w in b[2].numpy()]
     assert len(weights) == 8 and sum(weights) == 6.0  # 6 images padded to 8, the padding weighs 0
+    # two replicas in one worker (MirroredStrategy): batch k of replica 0, then of replica 1, equal
+    # sizes down to the partial last step, each replica's batches those of its own shard
+    both = [b[1].numpy().tolist() for b in cached.train(2, 3, 1, [0, 1], 2)]
+    alone = [[b[1].numpy().tolist() for b in cached.train(2, 3, 1, [r], 2)] for r in (0, 1)]
+    assert both == [alone[0][0], alone[1][0], alone[0][1], alone[1][1]]
 
 
 def test_a_folder_without_images_is_one_clear_error(data, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -174,6 +180,7 @@ def test_step_samples_cover_the_epoch_once(tf) -> None:  # type: ignore[no-untyp
 
     ctx = TFContext(tf.distribute.OneDeviceStrategy("/cpu:0"), "fp32", 0, 1, 0, Path("."))
     assert ctx.step_samples(300, 128) == [128, 128, 44]
+    assert ctx.replicas == [0]
 
 
 def test_settings_are_picked_per_scale() -> None:
@@ -254,3 +261,23 @@ def test_what_tensorflow_cannot_run_fails_in_one_line(overrides: list[str], mess
     errors = [line for line in proc.stderr.splitlines() if line.startswith("t4bench: error:")]
     assert len(errors) == 1 and message in errors[0], proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
+
+
+def test_several_replicas_in_one_process(tmp_path: Path) -> None:
+    # the GPU path (MirroredStrategy over a host's devices) on two logical CPUs, in its own
+    # process: logical devices must be set before TensorFlow starts
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.tf_mirrored_check", str(tmp_path)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    facts = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert facts["replicas"] == 2 and facts["global_batch"] == 8
+    assert facts["step_samples"] == [8, 8, 4] and facts["samples_seen"] == 20  # 20 images, no empty replica batch
+    assert facts["copies_equal"]  # weights and batch-norm statistics identical on both devices
+    assert facts["train_loss"] > 0 and 0 <= facts["top1"] <= 1

@@ -42,11 +42,18 @@ class TFContext:
         """This worker's dataset of per-replica batches, spread over its replicas."""
         return self.strategy.distribute_datasets_from_function(lambda _: make())
 
-    def step_samples(self, shard_size: int, batch_size: int) -> list[int]:
-        """Global samples in each step when every worker holds `shard_size` items in per-replica
-        batches of `batch_size` (the last step may be partial)."""
-        per_step = batch_size * self.replicas_per_worker
-        return [min(per_step, shard_size - start) * self.workers for start in range(0, shard_size, per_step)]
+    @property
+    def replicas(self) -> list[int]:
+        """Global indices of this worker's replicas: each reads one shard of the data."""
+        first = self.rank * self.replicas_per_worker
+        return list(range(first, first + self.replicas_per_worker))
+
+    def step_samples(self, dataset_size: int, batch_size: int) -> list[int]:
+        """Global samples in each step of an epoch of `dataset_size` items: every replica holds an
+        equal (DistributedSampler-padded) shard in batches of `batch_size`; the last step may be
+        partial on all of them."""
+        shard = -(-dataset_size // self.world_size)
+        return [min(batch_size, shard - start) * self.world_size for start in range(0, shard, batch_size)]
 
 
 @dataclass

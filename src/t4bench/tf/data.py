@@ -13,6 +13,7 @@ in memory (`tensorflow.cache_decoded`); ImageNet is decoded from its files every
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,29 +137,43 @@ class ImagePipeline:
         image = tf.image.resize(image, tf.cast(tf.round(shape * scale), tf.int32), antialias=True)
         return tf.image.resize_with_crop_or_pad(image, self.size, self.size)
 
-    def train(self, batch_size: int, seed: int, epoch: int, rank: int, world: int) -> tf.data.Dataset:
+    def train(self, batch_size: int, seed: int, epoch: int, replicas: Sequence[int], world: int) -> tf.data.Dataset:
+        """This worker's batches for its `replicas` (global replica indices of `world`), in
+        step-major, replica-minor order: what tf.distribute hands to the worker's replicas."""
         order = np.random.default_rng([seed, epoch]).permutation(len(self.folder))
-        indices, _ = shard_indices(len(self.folder), rank, world, order)
 
-        def load(index: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        def load(index: tf.Tensor, weight: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
             item_seed = tf.stack([tf.constant(seed * 100_003 + epoch, tf.int64), 2 * tf.cast(index, tf.int64)])
             image = self._normalise(self._train_view(self._image(index), item_seed))
-            return image, tf.gather(self.labels, index), tf.constant(1.0)
+            return image, tf.gather(self.labels, index), tf.constant(1.0)  # torch trains on the repeats too
 
-        return self._batched(indices, load, batch_size)
+        return self._interleaved(order, replicas, world, load, batch_size)
 
-    def evaluation(self, batch_size: int, rank: int, world: int) -> tf.data.Dataset:
-        indices, weights = shard_indices(len(self.folder), rank, world)
-
+    def evaluation(self, batch_size: int, replicas: Sequence[int], world: int) -> tf.data.Dataset:
         def load(index: tf.Tensor, weight: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
             return self._normalise(self._eval_view(self._image(index))), tf.gather(self.labels, index), weight
 
-        dataset = tf.data.Dataset.from_tensor_slices((indices, weights))
-        return dataset.map(load, num_parallel_calls=tf.data.AUTOTUNE).batch(batch_size).prefetch(tf.data.AUTOTUNE)
+        return self._interleaved(None, replicas, world, load, batch_size)
 
-    def _batched(self, indices: np.ndarray, load: Any, batch_size: int) -> tf.data.Dataset:
-        dataset = tf.data.Dataset.from_tensor_slices(indices).map(load, num_parallel_calls=tf.data.AUTOTUNE)
-        return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    def _interleaved(
+        self, order: np.ndarray | None, replicas: Sequence[int], world: int, load: Any, batch_size: int
+    ) -> tf.data.Dataset:
+        """One DistributedSampler shard per replica, batched; step k yields batch k of each
+        replica in turn. Shards are equal, so no replica ever gets an empty batch (a partial last
+        step is partial on every replica, as with DDP)."""
+        per_replica = []
+        for replica in replicas:
+            indices, weights = shard_indices(len(self.folder), replica, world, order)
+            dataset = tf.data.Dataset.from_tensor_slices((indices, weights))
+            per_replica.append(dataset.map(load, num_parallel_calls=tf.data.AUTOTUNE).batch(batch_size))
+        if len(per_replica) == 1:
+            return per_replica[0].prefetch(tf.data.AUTOTUNE)
+
+        def in_turn(*batches: Any) -> tf.data.Dataset:
+            steps = [tf.data.Dataset.from_tensors(batch) for batch in batches]
+            return functools.reduce(lambda a, b: a.concatenate(b), steps)
+
+        return tf.data.Dataset.zip(tuple(per_replica)).flat_map(in_turn).prefetch(tf.data.AUTOTUNE)
 
 
 def synthetic_batch(batch_size: int, image_size: int, num_classes: int, seed: int) -> tuple[tf.Tensor, ...]:

@@ -83,12 +83,12 @@ class KerasResNet50(Benchmark):
 
     def train_batches(self, epoch: int) -> StepBatches:
         from t4bench.tf.context import StepBatches
-        from t4bench.tf.data import shard_indices
 
         ctx, batch = self.tf_ctx, int(self.model_cfg.batch_size)
-        shard, _ = shard_indices(self.dataset_train_size(), ctx.rank, ctx.workers)
-        dataset = ctx.distribute(lambda: self.train_pipeline.train(batch, ctx.seed, epoch, ctx.rank, ctx.workers))
-        return StepBatches(dataset, ctx.step_samples(len(shard), batch))
+        dataset = ctx.distribute(
+            lambda: self.train_pipeline.train(batch, ctx.seed, epoch, ctx.replicas, ctx.world_size)
+        )
+        return StepBatches(dataset, ctx.step_samples(self.dataset_train_size(), batch))
 
     def loss(self, model: keras.Model, batch: Any) -> tuple[tf.Tensor, tf.Tensor]:
         """Mean softmax cross entropy with label smoothing over this replica's batch."""
@@ -110,7 +110,7 @@ class KerasResNet50(Benchmark):
 
         ctx = self.tf_ctx
         batches = ctx.distribute(
-            lambda: self.val_pipeline.evaluation(int(self.model_cfg.eval_batch_size), ctx.rank, ctx.workers)
+            lambda: self.val_pipeline.evaluation(int(self.model_cfg.eval_batch_size), ctx.replicas, ctx.world_size)
         )
         if self._eval_counts is None:  # traced once per run, not once per evaluation
             self._eval_counts = _eval_counts_fn(ctx.strategy, model)
