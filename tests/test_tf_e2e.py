@@ -80,10 +80,10 @@ def test_synthetic_reference_size_with_xla_and_bf16(run_t4bench, mlflow_client, 
     # ResNet-50 at 224x224 on a batch of 2 (30 s of CPU): the throughput path, XLA and mixed bf16
     run_t4bench(
         *TF,
-        "data=synthetic",
+        "input=synthetic",
         "model.batch_size=2",
-        "data.steps=2",
-        "data.warmup_steps=1",
+        "input.steps=2",
+        "input.warmup_steps=1",
         "tensorflow.xla=true",
         "hw.precision=bf16",
         env={"OMP_NUM_THREADS": "1"},

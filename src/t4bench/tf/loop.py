@@ -195,7 +195,7 @@ def measure_throughput(bench: Benchmark, cfg: DictConfig, ctx: TFContext, servic
         return iter(ctx.distribute(lambda: tf.data.Dataset.from_tensors(batch).repeat(count)))
 
     mlperf, unit = services.mlperf, bench.throughput_unit
-    warmup, timed = int(cfg.data.warmup_steps), int(cfg.data.steps)
+    warmup, timed = int(cfg.input.warmup_steps), int(cfg.input.steps)
     mlperf.event(constants.GLOBAL_BATCH_SIZE, trainer.global_batch)
     started = time.perf_counter()
     try:

@@ -178,7 +178,7 @@ class TFRank:
                 "framework=tensorflow runs the model's Keras benchmark (model=resnet50 only)"
             )
         bench = bench_cls(self.cfg, self.ctx)  # type: ignore[arg-type]
-        if self.cfg.data.synthetic:
+        if self.cfg.input.synthetic:
             return loop.measure_throughput(bench, self.cfg, self.ctx, services)
         return loop.train_to_target(bench, self.cfg, self.ctx, services)
 
