@@ -176,7 +176,7 @@ def build(sel: Selection, flt: RunFilter, opts: Options, out: Path, tracking_uri
             Section(
                 "Throughput (synthetic data)",
                 [
-                    "`data=synthetic` runs: reference-size models on generated tensors; throughput only, "
+                    "`input=synthetic` runs: reference-size models on generated tensors; throughput only, "
                     "no time to train."
                 ],
                 _throughput_display(thr),

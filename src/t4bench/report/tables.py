@@ -135,7 +135,7 @@ def scaling(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def throughput(runs: pd.DataFrame) -> pd.DataFrame:
-    """Synthetic (data=synthetic) runs: throughput per configuration, mean ± std over runs."""
+    """Synthetic (input=synthetic) runs: throughput per configuration, mean ± std over runs."""
     rows = []
     for key, group in throughput_runs(runs).groupby(GROUP, sort=True):
         values = group["avg_throughput"]
