@@ -162,7 +162,7 @@ def test_reference_without_dataset_fails_fast_with_one_line(run_t4bench, mlflow_
 
 
 def test_synthetic_mode_logs_throughput_only(run_t4bench, mlflow_client) -> None:
-    run_t4bench("data=synthetic", "data.steps=3", "data.warmup_steps=1", "model.batch_size=8192")
+    run_t4bench("input=synthetic", "input.steps=3", "input.warmup_steps=1", "model.batch_size=8192")
     run = only_run(mlflow_client)
     assert run.info.status == "FINISHED"
     assert run.data.tags["t4bench.outcome"] == "throughput_only"
@@ -216,7 +216,7 @@ def test_absurd_lr_ends_diverged_in_training(run_t4bench, mlflow_client) -> None
 
 def test_absurd_lr_ends_diverged_in_throughput_mode(run_t4bench, mlflow_client) -> None:
     run_t4bench(
-        "data=synthetic", "data.steps=3", "data.warmup_steps=1", "model.batch_size=8192", "model.optimizer.lr=1e6"
+        "input=synthetic", "input.steps=3", "input.warmup_steps=1", "model.batch_size=8192", "model.optimizer.lr=1e6"
     )
     run = only_run(mlflow_client)
     assert run.info.status == "FINISHED"

@@ -109,7 +109,12 @@ def test_synthetic_mode_runs_the_reference_size_model(
     run_t4bench, mlflow_client, model: str, width_param: str, tokens: int
 ) -> None:
     run_t4bench(
-        f"model={model}", "data=synthetic", "data.steps=1", "data.warmup_steps=0", "model.batch_size=2", env=ONE_THREAD
+        f"model={model}",
+        "input=synthetic",
+        "input.steps=1",
+        "input.warmup_steps=0",
+        "model.batch_size=2",
+        env=ONE_THREAD,
     )
     run = all_runs(mlflow_client, f"t4bench-{model}")[0]
     assert run.info.status == "FINISHED"

@@ -119,10 +119,10 @@ def test_synthetic_mode_trains_the_reference_model(model, run_t4bench, mlflow_cl
     nowhere = str(tmp_path / "nowhere")
     run_t4bench(
         f"model={model}",
-        "data=synthetic",
+        "input=synthetic",
         "hw=cpu",
-        "data.steps=1",
-        "data.warmup_steps=0",
+        "input.steps=1",
+        "input.warmup_steps=0",
         f"model.batch_size={SYNTHETIC_BATCH[model]}",
         env={"T4BENCH_DATA_DIR": nowhere, "T4BENCH_IMAGENET_DIR": nowhere, "T4BENCH_COCO_DIR": nowhere},
     )

@@ -15,7 +15,7 @@ CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def reference_cfg(name: str):  # type: ignore[no-untyped-def]
-    cfg = OmegaConf.create({"paths": {"data_root": "unused"}, "data": {"synthetic": True}})
+    cfg = OmegaConf.create({"paths": {"data_root": "unused"}, "input": {"synthetic": True}})
     cfg.model = OmegaConf.merge(
         OmegaConf.load(CONF / "model" / f"{name}.yaml"), OmegaConf.load(CONF / "model_scale" / f"{name}_reference.yaml")
     )

@@ -20,11 +20,11 @@ What a subclass provides:
 | `loss(model, batch)`       | yes       | -                                                  |
 | `evaluate(model)`          | yes       | - (only called with real data)                     |
 | `check_inputs(cfg)`        | no        | no check (only called with real data)              |
-| `synthetic_batch()`        | no        | raises: the benchmark has no `data=synthetic` mode |
+| `synthetic_batch()`        | no        | raises: no `input=synthetic` mode                  |
 | `param_groups(model)`      | no        | all parameters, one group                          |
 | `samples_in(batch)`        | no        | leading dimension of the batch's first tensor      |
 
-`synthetic` (set by `Benchmark.__init__` from `cfg.data.synthetic`) is the one way a benchmark asks
+`synthetic` (set by `Benchmark.__init__` from `cfg.input.synthetic`) is the one way a benchmark asks
 whether it runs on generated tensors; in that mode it must not read its dataset, and `train_size`
 is the MLPerf reference training set's size (`reference_train_samples`), so that the LR schedule,
 whose warm-up and decay points are written in reference epochs, runs the reference's first steps.
@@ -59,8 +59,8 @@ class Batches(Protocol):
 
 
 def is_synthetic(cfg: DictConfig) -> bool:
-    """`data=synthetic`: reference-size model on generated tensors, throughput only."""
-    return bool(cfg.data.synthetic)
+    """`input=synthetic`: reference-size model on generated tensors, throughput only."""
+    return bool(cfg.input.synthetic)
 
 
 class Benchmark(abc.ABC):
@@ -72,7 +72,7 @@ class Benchmark(abc.ABC):
     framework: ClassVar[str] = "pytorch"
     #: what `units` in `loss()` counts: "samples/s" or "tokens/s" (target tokens for translation)
     throughput_unit: ClassVar[str] = "samples/s"
-    #: samples in one epoch of the MLPerf reference training set: the epoch `data=synthetic` runs
+    #: samples in one epoch of the MLPerf reference training set: the epoch `input=synthetic` runs
     #: its LR schedule on. Without it a synthetic epoch is one global batch, and a warm-up of a
     #: fraction of an epoch ends after the first step (Mask R-CNN then trained from scratch at
     #: full LR at once, and its loss went NaN)
@@ -118,9 +118,9 @@ class Benchmark(abc.ABC):
         return None
 
     def synthetic_batch(self) -> Any:
-        """One batch of generated tensors with the real shapes for `data=synthetic` throughput,
+        """One batch of generated tensors with the real shapes for `input=synthetic` throughput,
         ideally already on the device. Default: this benchmark has no synthetic mode."""
-        raise T4BenchError(f"model {self.name} has no data=synthetic mode")
+        raise T4BenchError(f"model {self.name} has no input=synthetic mode")
 
     def param_groups(self, model: torch.nn.Module) -> Iterable[Any]:
         """Parameters handed to the optimizer; override to exclude e.g. norms from weight decay."""

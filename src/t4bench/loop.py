@@ -203,13 +203,13 @@ def measure_throughput(
     logger: EpochLogger,
     init_started: float,
 ) -> RunResult:
-    """`data=synthetic`: the same training step on one generated batch, for a fixed step count. A
+    """`input=synthetic`: the same training step on one generated batch, for a fixed step count. A
     run whose loss diverges (the same rule as training) reports no throughput."""
     trainer = Trainer(bench, cfg, ctx)
     # once, before timing: Trainer.step then finds it on the device (NCF builds it on the host)
     batch = ctx.to_device(bench.synthetic_batch())
     unit = bench.throughput_unit
-    warmup, steps = int(cfg.data.warmup_steps), int(cfg.data.steps)
+    warmup, steps = int(cfg.input.warmup_steps), int(cfg.input.steps)
     mlperf.event(constants.GLOBAL_BATCH_SIZE, trainer.global_batch)
     started = time.perf_counter()
     try:

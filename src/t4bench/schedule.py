@@ -50,13 +50,9 @@ class Schedule:
         if self.unit not in ("samples", "steps"):
             raise ValueError(f"schedule.unit must be 'samples' or 'steps', got {self.unit!r}")
         if self.kind not in ("constant", "step", "inverse_sqrt"):
-            raise ValueError(
-                f"schedule.kind must be constant, step or inverse_sqrt, got {self.kind!r}"
-            )
+            raise ValueError(f"schedule.kind must be constant, step or inverse_sqrt, got {self.kind!r}")
         if self.warmup_shape not in WARMUP_SHAPES:
-            raise ValueError(
-                f"schedule.warmup_shape must be linear or exponential, got {self.warmup_shape!r}"
-            )
+            raise ValueError(f"schedule.warmup_shape must be linear or exponential, got {self.warmup_shape!r}")
 
     def progress(self, samples_seen: int, steps_done: int) -> float:
         """Training progress in the schedule's unit, expressed as reference-batch epochs."""

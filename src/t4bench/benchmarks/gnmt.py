@@ -105,7 +105,7 @@ class GNMT(nn.Module):
 class GNMTBenchmark(TranslationBenchmark):
     name = "gnmt"
     #: WMT16 En-De training pairs, about 4.5M (the round figure NVIDIA's GNMT documents; only the LR
-    #: schedule of data=synthetic uses it)
+    #: schedule of input=synthetic uses it)
     reference_train_samples = 4_500_000
 
     def build_model(self) -> nn.Module:

@@ -86,7 +86,7 @@ class Transformer(nn.Module):
 
 class TransformerBenchmark(TranslationBenchmark):
     name = "transformer"
-    #: WMT17 En-De training pairs, about 4.59M (approximate; only the LR schedule of data=synthetic
+    #: WMT17 En-De training pairs, about 4.59M (approximate; only the LR schedule of input=synthetic
     #: uses it)
     reference_train_samples = 4_590_000
 
