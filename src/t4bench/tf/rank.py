@@ -32,9 +32,10 @@ from t4bench.tf import launch
 T = TypeVar("T")
 
 HOROVOD_TF_MISSING = (
-    "dist=horovod with framework=tensorflow needs Horovod's TensorFlow binding, which "
-    "scripts/build_horovod.sh does not build (horovod 0.28.1 predates Keras 3 / TensorFlow 2.16+); "
-    "leave dist at its default: tf.distribute"
+    "dist=horovod with framework=tensorflow needs Horovod's TensorFlow binding, which t4bench does not "
+    "wire: scripts/build_horovod.sh builds Horovod for PyTorch only, and horovod 0.28.1's TensorFlow "
+    "helpers do not take Keras 3 variables (docs/tensorflow.md); leave dist at its default "
+    "(tf.distribute, hw.count=N)"
 )
 
 
