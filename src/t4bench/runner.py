@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from t4bench import frameworks, launch, preflight
+from t4bench import frameworks, launch, preflight, probe, validation
 from t4bench import mlflow_names as names
 from t4bench.benchmark import benchmark_class
 from t4bench.errors import RunTerminated, T4BenchError
@@ -30,7 +30,10 @@ if TYPE_CHECKING:
 def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     """Check scale, hardware, backend and data before any run exists, then train here, or start
     `hw.count` ranks (one MLflow run, made here and handed to them)."""
+    validation.validate(cfg)  # types, ranges and what this host holds, before anything else
     env = preflight.check(cfg)  # no torch yet: hw=auto resolved, the launcher's ranks read
+    if env.is_main:
+        probe.tracking(str(cfg.tracking.uri))  # a dead server or damaged store: one line in seconds
     bench_cls = benchmark_class(cfg)
     framework = frameworks.framework_of(cfg, bench_cls)
     if framework == "pytorch":
