@@ -162,6 +162,8 @@ class TFRank:
             names.DIST_BACKEND: self.backend,
             names.DEVICE: f"{kind} x{self.env.world_size}",
             names.THREADS: str(self.threads or tf.config.threading.get_intra_op_parallelism_threads() or "tf default"),
+            # the versions this run imported (the wheel is tensorflow-cpu or tensorflow)
+            f"{names.VERSION_PREFIX}tensorflow": tf.__version__,
             f"{names.VERSION_PREFIX}keras": __import__("keras").__version__,
         }
 
