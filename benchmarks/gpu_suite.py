@@ -5,7 +5,7 @@ t4bench with the hw profile's best `perf` options, and each one's share of the m
     python benchmarks/gpu_suite.py --models resnet50 ncf --steps 20
     python benchmarks/gpu_suite.py --device cpu --models ncf --batch 64 --steps 2 --warmup 1  # smoke
 
-Per model, in this order: `python -m t4bench data=synthetic perf=default` and `... perf=<best>` as
+Per model, in this order: `python -m t4bench input=synthetic perf=default` and `... perf=<best>` as
 subprocesses (each has the GPU to itself; throughput and train_loss read back from MLflow), then in
 this process a bare loop of the same model, generated batch, loss, optimizer and precision
 (zero_grad / forward / backward / step, nothing else), and FlopCounterMode over one step's forward
@@ -119,20 +119,20 @@ def bare_eager(cfg, ctx) -> tuple[float, float, int, float]:
         loss_sum += loss.detach().double()
         return units
 
-    for _ in range(int(cfg.data.warmup_steps)):
+    for _ in range(int(cfg.input.warmup_steps)):
         step()
     loss_sum.zero_()
     synchronize(ctx.device)
     started, units = time.perf_counter(), 0
-    for _ in range(int(cfg.data.steps)):
+    for _ in range(int(cfg.input.steps)):
         units += step()
     synchronize(ctx.device)
     rate = units / (time.perf_counter() - started)
-    mean_loss = float(loss_sum) / int(cfg.data.steps)
+    mean_loss = float(loss_sum) / int(cfg.input.steps)
     with FlopCounterMode(display=False) as counter, torch.autocast(**autocast):
         loss, _ = bench.loss(model, batch)
         loss.backward()
-    return rate, mean_loss, units // int(cfg.data.steps), counter.get_total_flops() / 1e9
+    return rate, mean_loss, units // int(cfg.input.steps), counter.get_total_flops() / 1e9
 
 
 def perf_override(cfg, choice: str) -> str:
@@ -160,8 +160,8 @@ def measure(model: str, args: argparse.Namespace, out: Path, peak: float, gpu: s
         f"model={model}",
         f"hw={args.hw}",
         f"hw.precision={args.precision}",
-        f"data.steps={args.steps}",
-        f"data.warmup_steps={args.warmup}",
+        f"input.steps={args.steps}",
+        f"input.warmup_steps={args.warmup}",
     ]
     if args.batch is not None:
         overrides.append(f"model.batch_size={args.batch}")

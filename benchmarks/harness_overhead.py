@@ -3,7 +3,7 @@
     python benchmarks/harness_overhead.py model=resnet50 hw=h200 [more overrides]
 
 Both measurements run from this one script on the same device: first `python -m t4bench` in
-`data=synthetic` mode as a subprocess (its full training step: LR schedule, autocast, GradScaler,
+`input=synthetic` mode as a subprocess (its full training step: LR schedule, autocast, GradScaler,
 progress, telemetry), its `avg_throughput` read back from the MLflow run; then, in this process, a
 bare loop over the same model class, generated batch, loss and optimizer: zero_grad / forward /
 backward / step, nothing else. Prints both figures and their ratio. Needs no dataset.
@@ -49,12 +49,12 @@ class Comparison:
 
 
 def synthetic_config(overrides: list[str], out: Path) -> DictConfig:
-    """The config `python -m t4bench data=synthetic <overrides>` composes."""
+    """The config `python -m t4bench input=synthetic <overrides>` composes."""
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         return compose(
             config_name="config",
             overrides=[
-                "data=synthetic",
+                "input=synthetic",
                 "progress=off",
                 f"tracking.uri=sqlite:///{out}/harness.db",
                 f"paths.data_root={out}",
@@ -64,12 +64,12 @@ def synthetic_config(overrides: list[str], out: Path) -> DictConfig:
 
 
 def t4bench_throughput(overrides: list[str], out: Path) -> float:
-    """`avg_throughput` of one `python -m t4bench data=synthetic` run, read from its MLflow run."""
+    """`avg_throughput` of one `python -m t4bench input=synthetic` run, read from its MLflow run."""
     return t4bench_metrics(overrides, out)["avg_throughput"]
 
 
 def t4bench_metrics(overrides: list[str], out: Path) -> dict[str, float]:
-    """The metrics (avg_throughput, train_loss, ...) of one `python -m t4bench data=synthetic` run."""
+    """The metrics (avg_throughput, train_loss, ...) of one `python -m t4bench input=synthetic` run."""
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{out}/harness.db"
@@ -78,7 +78,7 @@ def t4bench_metrics(overrides: list[str], out: Path) -> dict[str, float]:
         sys.executable,
         "-m",
         "t4bench",
-        "data=synthetic",
+        "input=synthetic",
         "progress=off",
         f"+tracking.tags.harness_check={mark}",
         f"hydra.run.dir={out}/runs/{mark}",
@@ -143,11 +143,11 @@ def bare_loop_throughput(cfg: DictConfig, ctx: RunContext) -> float:
         scaler.update()
         return units
 
-    for _ in range(int(cfg.data.warmup_steps)):
+    for _ in range(int(cfg.input.warmup_steps)):
         step()
     synchronize(ctx.device)
     started, units = time.perf_counter(), 0
-    for _ in range(int(cfg.data.steps)):
+    for _ in range(int(cfg.input.steps)):
         units += step()
     synchronize(ctx.device)
     return units / (time.perf_counter() - started)

@@ -1,5 +1,5 @@
 """Synthetic throughput of one model under several `perf` option sets, through the loop's Trainer in
-this process (the step `python -m t4bench data=synthetic` times, without MLflow and telemetry): the
+this process (the step `python -m t4bench input=synthetic` times, without MLflow and telemetry): the
 measurements the per-hw defaults in conf/perf/<hw>.yaml are chosen from.
 
     python benchmarks/perf_variants.py resnet50 "" "perf.optimizer_impl=fused" \\
@@ -33,8 +33,8 @@ def measure(model: str, variant: str, args: argparse.Namespace, out: Path) -> tu
     overrides = [
         f"model={model}",
         f"hw={args.hw}",
-        f"data.steps={args.steps}",
-        f"data.warmup_steps={args.warmup}",
+        f"input.steps={args.steps}",
+        f"input.warmup_steps={args.warmup}",
         "+perf=default",
         *args.overrides,
         *variant.split(),

@@ -2,7 +2,7 @@
 
     python benchmarks/translation_throughput.py hw=h200 [--precisions bf16,fp32] [overrides ...]
 
-For each model and precision, `harness_overhead.compare` runs `python -m t4bench data=synthetic`
+For each model and precision, `harness_overhead.compare` runs `python -m t4bench input=synthetic`
 (reference-size model, generated batch of the reference shapes) and then a bare
 zero_grad/forward/backward/step loop over the same model, batch, loss and optimizer, on the same
 device. Prints one table of target tokens/s. Needs no dataset.

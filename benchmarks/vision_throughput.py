@@ -3,7 +3,7 @@
     python benchmarks/vision_throughput.py                       # H200, bf16, reference batches
     python benchmarks/vision_throughput.py --device cpu --steps 2 --warmup 1 --batch 2   # smoke test
 
-For each model, `python -m t4bench model=<m> data=synthetic hw=<hw> ...` runs as a subprocess and
+For each model, `python -m t4bench model=<m> input=synthetic hw=<hw> ...` runs as a subprocess and
 its `avg_throughput` is read from its MLflow run (store under --out, default $OUT or a temporary
 folder); then a bare PyTorch loop of the same model, batch, precision and optimizer runs in this
 process (`harness_overhead.bare_loop_throughput`; warm-up excluded, CUDA synchronised around the
@@ -60,8 +60,8 @@ def overrides_for(model: str, args: argparse.Namespace) -> list[str]:
         f"model={model}",
         f"hw={hw}",
         f"hw.precision={precision}",
-        f"data.steps={args.steps}",
-        f"data.warmup_steps={args.warmup}",
+        f"input.steps={args.steps}",
+        f"input.warmup_steps={args.warmup}",
     ]
     if args.batch is not None:
         chosen.append(f"model.batch_size={args.batch}")

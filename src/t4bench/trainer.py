@@ -16,6 +16,8 @@ from t4bench import schedule as schedules
 from t4bench.benchmark import Benchmark
 from t4bench.context import RunContext
 from t4bench.divergence import DivergenceGuard, DivergenceRule
+from t4bench.perf import PerfOptions
+from t4bench.perf_step import build_step, prefetched
 from t4bench.progress import ProgressReporter
 
 # how often (in steps) the loss is read back to the host for the progress bar and divergence check;
@@ -28,6 +30,9 @@ class Trainer:
 
     def __init__(self, bench: Benchmark, cfg: DictConfig, ctx: RunContext) -> None:
         self.bench = bench
+        # the `perf` group: precision/memory-format overrides, compile, fused optimizer, CUDA graphs
+        self.perf = PerfOptions.from_config(cfg, ctx.device)
+        ctx = self.perf.context(ctx)
         self.ctx = ctx
         model = bench.build_model().to(ctx.device)
         if ctx.channels_last:
@@ -36,12 +41,16 @@ class Trainer:
         self.global_batch = int(cfg.model.batch_size) * ctx.world_size
         ref_batch = int(cfg.model.schedule.ref_batch_size)
         lr = optim.base_lr(cfg.model.optimizer, self.global_batch, ref_batch)
-        self.train_model = distributed.wrap_for_data_parallel(model, ctx.device)
-        optimizer = optim.build(bench.param_groups(model), cfg.model.optimizer, lr)
+        self.train_model = self.perf.prepare_model(distributed.wrap_for_data_parallel(model, ctx.device))
+        optimizer = self.perf.prepare_optimizer(optim.build(bench.param_groups(model), cfg.model.optimizer, lr))
         self.base_lrs = [group["lr"] for group in optimizer.param_groups]
         self.optimizer = distributed.wrap_optimizer(optimizer, model)
         self.schedule = schedules.from_config(cfg.model.schedule, bench.train_size)
         self.scaler = torch.amp.GradScaler(ctx.device.type, enabled=ctx.precision == "fp16")
+        # with Horovod the gradients are reduced before the scaler unscales them (scaler_step)
+        self._train_step = build_step(
+            bench.loss, self.train_model, self.optimizer, self.scaler, ctx, self.perf, distributed.scaler_step
+        )
         self.guard = DivergenceGuard(DivergenceRule.from_config(cfg.get("divergence")))
         self.samples_seen = 0  # global, across ranks
         self.steps = 0
@@ -54,17 +63,7 @@ class Trainer:
         for group, base in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
             group["lr"] = base * factor
         samples = self.bench.samples_in(batch)
-        batch = self.ctx.to_device(batch)
-        with torch.autocast(
-            device_type=self.ctx.device.type,
-            dtype=self.ctx.amp_dtype or torch.float32,
-            enabled=self.ctx.amp_dtype is not None,
-        ):
-            loss, units = self.bench.loss(self.train_model, batch)
-        self.optimizer.zero_grad(set_to_none=True)
-        self.scaler.scale(loss).backward()
-        # step + update; with Horovod the gradients are reduced before the scaler unscales them
-        distributed.scaler_step(self.scaler, self.optimizer)
+        loss, units = self._train_step(self.ctx.to_device(batch))
         self.steps += 1
         # every rank steps in lock-step on equally sized shards, so the global count is local x ranks
         self.samples_seen += samples * self.ctx.world_size
@@ -81,12 +80,15 @@ class Trainer:
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.ctx.device)
         n_batches, units = 0, 0
         started = time.perf_counter()
-        for batch in itertools.islice(batches, count):
+        steps: Iterator[Any] = itertools.islice(batches, count)
+        if self.perf.prefetch:
+            steps = prefetched(steps, self.ctx)
+        for batch in steps:
             loss, batch_units = self.step(batch)
             loss_sum += loss.double()
             n_batches += 1
             units += batch_units
-            if n_batches % LOSS_READ_INTERVAL == 0 or progress.mode == "bar":
+            if n_batches % self.perf.loss_read_interval == 0 or progress.mode == "bar":
                 value = float(loss)
                 if self.ctx.world_size == 1:  # ranks decide together below, never one alone
                     self.guard.check(value)
