@@ -43,9 +43,15 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--hw", default=os.environ.get("HW", "h200"), help="profile this host should resolve to")
     parser.add_argument("--reps", type=int, default=int(os.environ.get("REPS", "3")), help="on/off pairs")
     parser.add_argument("--steps", type=int, default=int(os.environ.get("STEPS", "500")), help="timed synthetic steps")
-    parser.add_argument("--out", default=os.environ.get("OUT", "/tmp"), help="MLflow store and run dirs go under OUT/t4bench_gpu_checks")
-    parser.add_argument("--synthetic-override", action="append", default=[],
-                        help="extra override for the synthetic runs (e.g. model.batch_size=4096 for a CPU smoke test)")
+    parser.add_argument(
+        "--out", default=os.environ.get("OUT", "/tmp"), help="MLflow store and run dirs go under OUT/t4bench_gpu_checks"
+    )
+    parser.add_argument(
+        "--synthetic-override",
+        action="append",
+        default=[],
+        help="extra override for the synthetic runs (e.g. model.batch_size=4096 for a CPU smoke test)",
+    )
     return parser.parse_args()
 
 
@@ -65,8 +71,12 @@ class Checks:
         self.dest = Path(args.out).resolve() / "t4bench_gpu_checks"
         self.dest.mkdir(parents=True, exist_ok=True)
         self.uri = f"sqlite:///{self.dest / 'mlflow.db'}"
-        self.env = {**os.environ, "MLFLOW_TRACKING_URI": self.uri, "PYTHONUNBUFFERED": "1",
-                    "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE", "0")}
+        self.env = {
+            **os.environ,
+            "MLFLOW_TRACKING_URI": self.uri,
+            "PYTHONUNBUFFERED": "1",
+            "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE", "0"),
+        }
         self.rows: list[Row] = []
         self.idle_power_w: float | None = None
         from mlflow.tracking import MlflowClient
@@ -78,7 +88,9 @@ class Checks:
         self.rows.append(Row(check, status, figures))
         print(f"[{status}] {check}: {figures}", flush=True)
 
-    def t4bench(self, *overrides: str, name: str, timeout: float = 300) -> tuple[subprocess.CompletedProcess[str], float]:
+    def t4bench(
+        self, *overrides: str, name: str, timeout: float = 300
+    ) -> tuple[subprocess.CompletedProcess[str], float]:
         started = time.perf_counter()
         cmd = [sys.executable, "-m", "t4bench", *overrides, "progress=plain", f"hydra.run.dir={self.dest / name}"]
         print("$ " + " ".join(cmd[1:]), flush=True)
@@ -108,15 +120,22 @@ class Checks:
         cfg = OmegaConf.create({"hw": hardware.load_profile("auto")})
         hardware.resolve(cfg, found)
         self.found = found
-        self.add("hw=auto resolves", cfg.hw.name == self.args.hw,
-                 f"{found.describe()} via {found.source} -> hw={cfg.hw.name} ({cfg.hw.precision}); expected {self.args.hw}")
+        self.add(
+            "hw=auto resolves",
+            cfg.hw.name == self.args.hw,
+            f"{found.describe()} via {found.source} -> hw={cfg.hw.name} ({cfg.hw.precision}); expected {self.args.hw}",
+        )
 
     def wrong_profile_fails(self) -> None:
         wrong = "h200" if self.args.hw == "t4" else "t4"
         proc, wall = self.t4bench(f"hw={wrong}", name="wrong_profile", timeout=120)
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
         last = lines[-1] if lines else ""
-        ok = proc.returncode == 2 and last.startswith(f"t4bench: error: hw={wrong} asks for") and "Traceback" not in proc.stderr
+        ok = (
+            proc.returncode == 2
+            and last.startswith(f"t4bench: error: hw={wrong} asks for")
+            and "Traceback" not in proc.stderr
+        )
         self.add(f"hw={wrong} fails fast", ok, f"exit {proc.returncode} after {wall:.1f} s: {last}")
 
     def too_many_gpus_fail(self) -> None:
@@ -156,33 +175,58 @@ class Checks:
             return
         energy, power = metrics.get("energy_to_train_kj", 0.0), metrics.get("avg_power_w", 0.0)
         idle = self.idle_power_w or 0.0
-        series = {name: len(self.client.get_metric_history(run.info.run_id, f"telemetry.gpu0.{name}")) for name in GPU_SERIES}
+        series = {
+            name: len(self.client.get_metric_history(run.info.run_id, f"telemetry.gpu0.{name}")) for name in GPU_SERIES
+        }
         inventory = {k.removeprefix("t4bench.gpu."): v for k, v in tags.items() if k.startswith("t4bench.gpu.")}
-        self.add(f"{check}: energy, power > idle", energy > 0 and power > idle,
-                 f"energy {energy:.3f} kJ, avg {power:.0f} W vs idle {idle:.0f} W, max temp "
-                 f"{metrics.get('max_temp_c', float('nan')):.0f} C, throttled {metrics.get('throttled_fraction', float('nan')):.2f}, "
-                 f"util {metrics.get('avg_gpu_util_pct', float('nan')):.0f}%, sample cost {metrics.get('telemetry_sample_cost_ms', float('nan')):.2f} ms")
-        self.add(f"{check}: per-GPU series", all(n > 0 for n in series.values()),
-                 ", ".join(f"{name} {n}" for name, n in series.items()) + " points")
-        self.add(f"{check}: inventory tags", bool(inventory.get("names")) and "driver" in inventory,
-                 "; ".join(f"{k}={v}" for k, v in sorted(inventory.items())))
+        self.add(
+            f"{check}: energy, power > idle",
+            energy > 0 and power > idle,
+            f"energy {energy:.3f} kJ, avg {power:.0f} W vs idle {idle:.0f} W, max temp "
+            f"{metrics.get('max_temp_c', float('nan')):.0f} C, "
+            f"throttled {metrics.get('throttled_fraction', float('nan')):.2f}, "
+            f"util {metrics.get('avg_gpu_util_pct', float('nan')):.0f}%, "
+            f"sample cost {metrics.get('telemetry_sample_cost_ms', float('nan')):.2f} ms",
+        )
+        self.add(
+            f"{check}: per-GPU series",
+            all(n > 0 for n in series.values()),
+            ", ".join(f"{name} {n}" for name, n in series.items()) + " points",
+        )
+        self.add(
+            f"{check}: inventory tags",
+            bool(inventory.get("names")) and "driver" in inventory,
+            "; ".join(f"{k}={v}" for k, v in sorted(inventory.items())),
+        )
 
     def mini_run(self) -> None:
         data = REPO / "data" / "movielens-100k" / "ml-100k.inter"
         if not data.exists() and not os.environ.get("T4BENCH_DATA_DIR"):
             self.add(f"mini NCF hw={self.args.hw}", None, f"{data} missing (carry data/movielens-100k)")
             return
-        proc, wall = self.t4bench("model=ncf", f"hw={self.args.hw}", "max_epochs=3", "hw.telemetry.interval_s=0.5",
-                                  "+tracking.tags.check=mini", name="mini")
+        proc, wall = self.t4bench(
+            "model=ncf",
+            f"hw={self.args.hw}",
+            "max_epochs=3",
+            "hw.telemetry.interval_s=0.5",
+            "+tracking.tags.check=mini",
+            name="mini",
+        )
         run = self.run_tagged("mini")
         if proc.returncode != 0 or run is None:
-            self.add(f"mini NCF hw={self.args.hw}", False, f"exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1:] }")
+            self.add(
+                f"mini NCF hw={self.args.hw}", False, f"exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}"
+            )
             return
         m = run.data.metrics
-        self.add(f"mini NCF hw={self.args.hw}", run.info.status == "FINISHED",
-                 f"{run.info.status}, {m.get('epochs_run', 0):.0f} epochs, HR@10 {m.get('eval_quality', float('nan')):.3f}, "
-                 f"time_to_train {m.get('time_to_train_s', float('nan')):.1f} s, {m.get('avg_throughput', 0):,.0f} samples/s, "
-                 f"precision {run.data.tags.get('t4bench.precision')}, wall {wall:.0f} s")
+        self.add(
+            f"mini NCF hw={self.args.hw}",
+            run.info.status == "FINISHED",
+            f"{run.info.status}, {m.get('epochs_run', 0):.0f} epochs, HR@10 {m.get('eval_quality', float('nan')):.3f}, "
+            f"time_to_train {m.get('time_to_train_s', float('nan')):.1f} s, "
+            f"{m.get('avg_throughput', 0):,.0f} samples/s, "
+            f"precision {run.data.tags.get('t4bench.precision')}, wall {wall:.0f} s",
+        )
         self.telemetry_plausible("mini", run)
 
     def telemetry_cost(self) -> None:
@@ -193,9 +237,14 @@ class Checks:
             for telemetry in order:
                 check = f"synthetic-{'on' if telemetry else 'off'}-{rep}"
                 proc, _ = self.t4bench(
-                    "model=ncf", "data=synthetic", f"data.steps={self.args.steps}", f"hw={self.args.hw}",
-                    f"hw.telemetry.enabled={str(telemetry).lower()}", f"+tracking.tags.check={check}",
-                    *self.args.synthetic_override, name=check,
+                    "model=ncf",
+                    "data=synthetic",
+                    f"data.steps={self.args.steps}",
+                    f"hw={self.args.hw}",
+                    f"hw.telemetry.enabled={str(telemetry).lower()}",
+                    f"+tracking.tags.check={check}",
+                    *self.args.synthetic_override,
+                    name=check,
                 )
                 run = self.run_tagged(check)
                 if proc.returncode != 0 or run is None or run.info.status != "FINISHED":
@@ -213,9 +262,12 @@ class Checks:
         cost = 100 * (1 - statistics.mean(on) / statistics.mean(off))
         spread = 100 * (max(off) - min(off)) / statistics.mean(off) if len(off) > 1 else float("nan")
         sampled = first_on is not None and first_on.data.tags.get("t4bench.telemetry", "").startswith("on")
-        self.add("telemetry cost (synthetic NCF)", True if sampled else None,
-                 f"on {statistics.mean(on):,.0f} vs off {statistics.mean(off):,.0f} samples/s: cost {cost:+.2f}% "
-                 f"(off-run spread {spread:.2f}%; on {[round(x) for x in on]}, off {[round(x) for x in off]})")
+        self.add(
+            "telemetry cost (synthetic NCF)",
+            True if sampled else None,
+            f"on {statistics.mean(on):,.0f} vs off {statistics.mean(off):,.0f} samples/s: cost {cost:+.2f}% "
+            f"(off-run spread {spread:.2f}%; on {[round(x) for x in on]}, off {[round(x) for x in off]})",
+        )
 
     def table(self) -> None:
         width = max(len(r.check) for r in self.rows)
@@ -230,13 +282,19 @@ def main() -> int:
     args = parse_args()
     missing = missing_modules()
     if missing:
-        print(f"gpu_checks: error: cannot import {', '.join(missing)} with {sys.executable} "
-              "(set PYTHONPATH to src/ and the dependencies)", file=sys.stderr)
+        print(
+            f"gpu_checks: error: cannot import {', '.join(missing)} with {sys.executable} "
+            "(set PYTHONPATH to src/ and the dependencies)",
+            file=sys.stderr,
+        )
         return 2
     import torch
 
-    print(f"python {sys.version.split()[0]}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
-          f"devices {torch.cuda.device_count() if torch.cuda.is_available() else 0}", flush=True)
+    print(
+        f"python {sys.version.split()[0]}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
+        f"devices {torch.cuda.device_count() if torch.cuda.is_available() else 0}",
+        flush=True,
+    )
     checks = Checks(args)
     checks.detection()
     checks.wrong_profile_fails()

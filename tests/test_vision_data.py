@@ -22,8 +22,9 @@ needs_fashion = pytest.mark.skipif(not HAVE_FASHION, reason="Debian package data
 
 
 def cpu_ctx(tmp_path: Path) -> RunContext:
-    return RunContext(device=torch.device("cpu"), precision="fp32", rank=0, world_size=1,
-                      local_rank=0, seed=0, data_root=tmp_path)
+    return RunContext(
+        device=torch.device("cpu"), precision="fp32", rank=0, world_size=1, local_rank=0, seed=0, data_root=tmp_path
+    )
 
 
 def model_cfg(name: str, **data: object):
@@ -54,16 +55,23 @@ def test_image_folder_loader_imagenet_layout(tmp_path):
 
     root = tmp_path / "imagenet"
     make_image_folder(root, ["n01440764", "n01443537", "n01484850"], per_class=4, size=(40, 56))
-    cfg = model_cfg("resnet50", **{"model.data.path": str(root), "model.data.augment": "imagenet",
-                                   "model.data.image_size": 32, "model.arch.num_classes": 3,
-                                   "model.batch_size": 5})
+    cfg = model_cfg(
+        "resnet50",
+        **{
+            "model.data.path": str(root),
+            "model.data.augment": "imagenet",
+            "model.data.image_size": 32,
+            "model.arch.num_classes": 3,
+            "model.batch_size": 5,
+        },
+    )
     ResNet50Benchmark.check_inputs(cfg)
     bench = ResNet50Benchmark(cfg, cpu_ctx(tmp_path))
     assert bench.train_size == 12
     assert bench.train_set.classes == ["n01440764", "n01443537", "n01484850"]
     batches = list(bench.train_batches(epoch=0))
     assert [len(b[1]) for b in batches] == [5, 5, 2]
-    images, labels = batches[0]
+    images, _ = batches[0]
     assert images.shape == (5, 3, 32, 32) and images.dtype == torch.float32
     seen = torch.cat([b[1] for b in batches]).sort().values
     assert seen.tolist() == [0] * 4 + [1] * 4 + [2] * 4
@@ -107,14 +115,42 @@ def make_coco(root: Path) -> dict:
         Image.new("RGB", (w, h), (image_id * 20, 90, 30)).save(root / "val2017" / name)
         images.append({"id": image_id, "file_name": name, "height": h, "width": w})
     anns = [
-        {"id": 1, "image_id": 1, "category_id": 3, "bbox": [4, 6, 20, 20], "area": 400.0, "iscrowd": 0,
-         "segmentation": [square(4, 6, 20)]},
-        {"id": 2, "image_id": 1, "category_id": 90, "bbox": [30, 10, 16, 16], "area": 256.0, "iscrowd": 0,
-         "segmentation": [square(30, 10, 16)]},
-        {"id": 3, "image_id": 7, "category_id": 1, "bbox": [2, 2, 30, 12], "area": 360.0, "iscrowd": 0,
-         "segmentation": [[2, 2, 32, 2, 32, 14, 2, 14]]},
-        {"id": 4, "image_id": 7, "category_id": 90, "bbox": [0, 20, 40, 20], "area": 800.0, "iscrowd": 1,
-         "segmentation": {"size": [40, 40], "counts": [800, 800, 0]}},
+        {
+            "id": 1,
+            "image_id": 1,
+            "category_id": 3,
+            "bbox": [4, 6, 20, 20],
+            "area": 400.0,
+            "iscrowd": 0,
+            "segmentation": [square(4, 6, 20)],
+        },
+        {
+            "id": 2,
+            "image_id": 1,
+            "category_id": 90,
+            "bbox": [30, 10, 16, 16],
+            "area": 256.0,
+            "iscrowd": 0,
+            "segmentation": [square(30, 10, 16)],
+        },
+        {
+            "id": 3,
+            "image_id": 7,
+            "category_id": 1,
+            "bbox": [2, 2, 30, 12],
+            "area": 360.0,
+            "iscrowd": 0,
+            "segmentation": [[2, 2, 32, 2, 32, 14, 2, 14]],
+        },
+        {
+            "id": 4,
+            "image_id": 7,
+            "category_id": 90,
+            "bbox": [0, 20, 40, 20],
+            "area": 800.0,
+            "iscrowd": 1,
+            "segmentation": {"size": [40, 40], "counts": [800, 800, 0]},
+        },
     ]
     cats = [{"id": i, "name": f"c{i}", "supercategory": "x"} for i in (1, 3, 90)]
     data = {"images": images, "annotations": anns, "categories": cats}
@@ -134,7 +170,7 @@ def test_coco_loader_boxes_labels_masks(tmp_path):
     assert target["masks"].shape == (2, 48, 64) and target["masks"].dtype == torch.uint8
     assert abs(int(target["masks"][0].sum()) - 400) <= 45  # polygon rasterised
     ys, xs = torch.nonzero(target["masks"][1], as_tuple=True)
-    assert 29 <= int(xs.min()) and int(xs.max()) <= 46 and 9 <= int(ys.min()) and int(ys.max()) <= 26
+    assert int(xs.min()) >= 29 and int(xs.max()) <= 46 and int(ys.min()) >= 9 and int(ys.max()) <= 26
     _, crowd_image = ds[1]
     assert crowd_image["labels"].tolist() == [1]  # the crowd annotation is not a training target
     _, empty = ds[2]
@@ -149,7 +185,7 @@ def test_coco_hflip_moves_boxes_with_masks(tmp_path):
     flipped = coco.CocoDetection(tmp_path / "val2017", ann, masks=True, hflip=1.0)[0]
     assert torch.equal(flipped[0], plain[0].flip(-1))
     assert flipped[1]["boxes"].tolist() == [[40, 6, 60, 26], [18, 10, 34, 26]]
-    for box, mask in zip(flipped[1]["boxes"], flipped[1]["masks"]):
+    for box, mask in zip(flipped[1]["boxes"], flipped[1]["masks"], strict=True):
         ys, xs = torch.nonzero(mask, as_tuple=True)
         assert box[0] - 1 <= xs.min() and xs.max() <= box[2] and box[1] - 1 <= ys.min() and ys.max() <= box[3]
 
@@ -157,9 +193,14 @@ def test_coco_hflip_moves_boxes_with_masks(tmp_path):
 def test_coco_layout_error_names_expected_files(tmp_path):
     from t4bench.benchmarks.ssd import SSDBenchmark
 
-    cfg = model_cfg("ssd", **{"model.data.path": str(tmp_path / "coco2017"),
-                              "model.data.train_images": "train2017",
-                              "model.data.train_annotations": "annotations/instances_train2017.json"})
+    cfg = model_cfg(
+        "ssd",
+        **{
+            "model.data.path": str(tmp_path / "coco2017"),
+            "model.data.train_images": "train2017",
+            "model.data.train_annotations": "annotations/instances_train2017.json",
+        },
+    )
     with pytest.raises(DatasetMissingError, match=r"instances_train2017\.json.*train2017"):
         SSDBenchmark.check_inputs(cfg)
 
@@ -168,7 +209,9 @@ def test_coco_round_trip_ground_truth_scores_one(tmp_path):
     make_coco(tmp_path)
     gt = coco.quiet_coco(tmp_path / "annotations" / "instances_val2017.json")
     perfect = coco.ground_truth_results(gt)
-    assert coco.score(gt, perfect, ["box_map", "mask_map"]) == pytest.approx({"box_map": 1.0, "mask_map": 1.0}, abs=1e-9)
+    assert coco.score(gt, perfect, ["box_map", "mask_map"]) == pytest.approx(
+        {"box_map": 1.0, "mask_map": 1.0}, abs=1e-9
+    )
     # moving every box by a third of its size must cost AP: the scorer is not a constant
     shifted = [dict(r, bbox=[r["bbox"][0] + r["bbox"][2] / 3, *r["bbox"][1:]]) for r in perfect]
     assert coco.coco_map(gt, shifted, "bbox") < 0.5
@@ -184,8 +227,14 @@ def test_model_outputs_convert_to_coco_results(tmp_path):
     for index in range(len(ds)):
         _, target = ds[index]
         n = len(target["labels"])
-        outputs.append({"boxes": target["boxes"], "labels": target["labels"], "scores": torch.ones(n),
-                        "masks": target["masks"][:, None].float() * 0.9})
+        outputs.append(
+            {
+                "boxes": target["boxes"],
+                "labels": target["labels"],
+                "scores": torch.ones(n),
+                "masks": target["masks"][:, None].float() * 0.9,
+            }
+        )
         ids.append(int(target["image_id"]))
     results = coco.to_results(outputs, ids, ds.cat_ids, masks=True)
     assert {r["category_id"] for r in results} == {1, 3, 90}
@@ -233,7 +282,7 @@ def test_fashion_coco_annotations_match_visible_pixels(fashion_coco_root):
         masks = [gt.annToMask(a) for a in anns]
         if len(masks) > 1:  # visible pixels belong to one object only
             assert np.stack(masks).sum(0).max() <= 1
-        for ann, mask in zip(anns, masks):
+        for ann, mask in zip(anns, masks, strict=True):
             ys, xs = np.nonzero(mask)
             assert int(mask.sum()) == ann["area"] >= fashion_coco.MIN_AREA
             assert ann["bbox"] == [xs.min(), ys.min(), xs.max() - xs.min() + 1, ys.max() - ys.min() + 1]
@@ -260,7 +309,7 @@ def test_mini_targets_are_far_above_trivial_predictor(fashion_coco_root, name):
     root = fashion_coco_root / "annotations"
     train, val = coco.quiet_coco(root / "instances_train.json"), coco.quiet_coco(root / "instances_val.json")
     trivial = coco.score(val, coco.prior_results(train, val), ["box_map", "mask_map"])
-    assert 0.0 < trivial["box_map"] and 0.0 < trivial["mask_map"]
+    assert trivial["box_map"] > 0.0 and trivial["mask_map"] > 0.0
     target = OmegaConf.load(CONF / "model" / f"{name}.yaml").target
     for metric, threshold in target.items():
         assert threshold > 20 * trivial[metric], (metric, threshold, trivial)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -70,14 +71,16 @@ def _scrambled(item: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.concatenate(rows, axis=0)
 
 
-def _render(image_id: int, pool: tuple[np.ndarray, np.ndarray], rng: np.random.Generator):
+def _render(
+    image_id: int, pool: tuple[np.ndarray, np.ndarray], rng: np.random.Generator
+) -> tuple[np.ndarray, list[dict[str, Any]]]:
     """One image (uint8 HxWx3) and its annotations (without ids)."""
     items, labels = pool
     canvas = np.asarray(_background(rng), dtype=np.float32)
     layers = [("object", int(i)) for i in rng.integers(len(items), size=rng.integers(*OBJECTS, endpoint=True))]
     layers += [("distractor", int(i)) for i in rng.integers(len(items), size=rng.integers(*DISTRACTORS, endpoint=True))]
     rng.shuffle(layers)
-    placed = []  # (label, full mask, visible mask)
+    placed: list[tuple[int, np.ndarray, np.ndarray]] = []  # (label, full mask, visible mask)
     for kind, index in layers:
         item = items[index] if kind == "object" else _scrambled(items[index], rng)
         side = int(rng.integers(SIDE[0], SIDE[1] + 1))
@@ -87,8 +90,8 @@ def _render(image_id: int, pool: tuple[np.ndarray, np.ndarray], rng: np.random.G
             value = value[:, ::-1]
         x0, y0 = (int(v) for v in rng.integers(-side // 5, CANVAS - side + side // 5 + 1, size=2))
         full = np.zeros((CANVAS, CANVAS), dtype=np.float32)
-        xs, ys = slice(max(x0, 0), min(x0 + side, CANVAS)), slice(max(y0, 0), min(y0 + side, CANVAS))
-        full[ys, xs] = value[ys.start - y0 : ys.stop - y0, xs.start - x0 : xs.stop - x0]
+        cols, rows = slice(max(x0, 0), min(x0 + side, CANVAS)), slice(max(y0, 0), min(y0 + side, CANVAS))
+        full[rows, cols] = value[rows.start - y0 : rows.stop - y0, cols.start - x0 : cols.stop - x0]
         alpha = np.clip(full * 3.0, 0.0, 1.0)[..., None]
         tint = rng.integers(90, 256, size=3).astype(np.float32)
         colour = tint * (0.45 + 0.55 * full[..., None])
@@ -99,7 +102,7 @@ def _render(image_id: int, pool: tuple[np.ndarray, np.ndarray], rng: np.random.G
         if kind == "object":
             placed.append((int(labels[index]), cover.copy(), cover.copy()))
     canvas += rng.normal(0.0, 6.0, size=canvas.shape)
-    annotations = []
+    annotations: list[dict[str, Any]] = []
     for label, full, visible in placed:
         area = int(visible.sum())
         if area < MIN_AREA or area < MIN_VISIBLE * full.sum():
@@ -127,7 +130,8 @@ def prepare(data_root: Path) -> None:
         for split_index, (split, (source, count)) in enumerate(SPLITS.items()):
             pool = fashion_mnist.load(source)
             (out / split).mkdir()
-            images, annotations = [], []
+            images: list[dict[str, Any]] = []
+            annotations: list[dict[str, Any]] = []
             for image_id in range(1, count + 1):
                 rng = np.random.default_rng([SEED, split_index, image_id])
                 pixels, anns = _render(image_id, pool, rng)
