@@ -89,6 +89,11 @@ class Benchmark(abc.ABC):
     def dataset_train_size(self) -> int:
         """Training samples in one global epoch of the real dataset (after any filtering)."""
 
+    def dataset_eval_size(self) -> int | None:
+        """Samples in one evaluation of the real dataset (MLPerf `eval_samples`, which the
+        compliance checker requires). None: not known, and the log goes without it."""
+        return None
+
     @abc.abstractmethod
     def build_model(self) -> torch.nn.Module:
         """The model on CPU; the loop moves it to the device and wraps it for data parallelism."""

@@ -109,6 +109,9 @@ def train_to_target(
     unit = bench.throughput_unit
     mlperf.event(constants.GLOBAL_BATCH_SIZE, trainer.global_batch)
     mlperf.event(constants.TRAIN_SAMPLES, bench.train_size)
+    eval_size = bench.dataset_eval_size()
+    if eval_size is not None:
+        mlperf.event(constants.EVAL_SAMPLES, eval_size)
     mlperf.event("target_quality", dict(target))
     distributed.barrier()
     mlperf.end(constants.INIT_STOP)
@@ -184,7 +187,7 @@ def _evaluate(trainer: Trainer, mlperf: MLPerfLog, quality_key: str, epoch: floa
     mlperf.start(constants.EVAL_START, epoch_num=epoch_num)
     quality = trainer.evaluate()
     mlperf.end(constants.EVAL_STOP, epoch_num=epoch_num)
-    mlperf.event(constants.EVAL_ACCURACY, quality[quality_key], epoch_num=epoch_num)
+    mlperf.eval_accuracy(quality, epoch_num)
     return quality
 
 

@@ -44,7 +44,8 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
         return _spawn_ranks(cfg, env, output_dir, bench_cls, frameworks.spawner(framework))
     from t4bench.rank import run_rank  # MLflow and the framework: only now
 
-    return run_rank(cfg, env, output_dir)
+    # `tracking.run_id`: a run made by a launcher (mlflow run) to train into
+    return run_rank(cfg, env, output_dir, run_id=cfg.tracking.get("run_id") or None)
 
 
 def _spawn_ranks(
@@ -57,7 +58,7 @@ def _spawn_ranks(
 
     # ranks are fresh interpreters without Hydra: hand them the config with ${...} resolved here
     plain = OmegaConf.to_container(cfg, resolve=True)
-    tracker = RunTracker(str(cfg.tracking.uri))
+    tracker = RunTracker(str(cfg.tracking.uri), cfg.tracking.get("run_id") or None)
     tags = {**contract_tags(cfg, env, bench_cls), **env.tags, names.LAUNCHER: env.launcher}
     run_id = tracker.start(cfg, env, tags)
     status = names.FAILED

@@ -149,7 +149,8 @@ class RunTracker:
                 tags=dict(tags),
             )
             self.run_id = run.info.run_id
-        else:
+        else:  # a run made by a launcher (mlflow run): give it the contract's name too
+            self.client.update_run(self.run_id, name=str(cfg.tracking.run_name or default_run_name(cfg, env)))
             self.set_tags(tags)
         params = flatten(resolved_config(cfg, env))
         self._log_batch(params=[Param(k, v[:6000]) for k, v in sorted(params.items())])

@@ -66,6 +66,9 @@ class CocoBenchmark(Benchmark):
     def dataset_train_size(self) -> int:
         return len(self.train_set)
 
+    def dataset_eval_size(self) -> int:
+        return len(self.val_set)
+
     def train_batches(self, epoch: int) -> DataLoader[Any]:
         return self.ctx.make_loader(
             self.train_set,

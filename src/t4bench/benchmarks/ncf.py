@@ -83,6 +83,10 @@ class NCFBenchmark(Benchmark):
         assert self.data is not None
         return len(self.data.train_users) * (1 + self.train_negatives)
 
+    def dataset_eval_size(self) -> int:
+        assert self.data is not None
+        return len(self.data.test_items)  # one held-out positive (and its negatives) per user
+
     def build_model(self) -> nn.Module:
         arch = self.cfg.model.arch
         return NeuMF(self.num_users, self.num_items, int(arch.gmf_factors), list(arch.mlp_layers))

@@ -85,6 +85,9 @@ class ResNet50Benchmark(Benchmark):
     def dataset_train_size(self) -> int:
         return len(self.train_set)
 
+    def dataset_eval_size(self) -> int:
+        return len(self.val_set)
+
     def build_model(self) -> nn.Module:
         arch = self.model_cfg.arch
         return ResNetClassifier(trunk_from_cfg(arch.backbone), int(arch.num_classes))

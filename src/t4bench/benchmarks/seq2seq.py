@@ -130,6 +130,9 @@ class TranslationBenchmark(Benchmark):
     def dataset_train_size(self) -> int:
         return len(self.train_pairs)
 
+    def dataset_eval_size(self) -> int:
+        return len(self.test_src)
+
     def train_batches(self, epoch: int) -> DataLoader[TranslationBatch]:
         # the same batches on every rank (seed and epoch only); the loader shards them
         generator = torch.Generator().manual_seed(self.ctx.seed * 100_003 + epoch)

@@ -110,6 +110,9 @@ def train_to_target(bench: Benchmark, cfg: DictConfig, ctx: TFContext, services:
     quality_key = next(iter(target))
     mlperf.event(constants.GLOBAL_BATCH_SIZE, trainer.global_batch)
     mlperf.event(constants.TRAIN_SAMPLES, bench.train_size)
+    eval_size = bench.dataset_eval_size()
+    if eval_size is not None:
+        mlperf.event(constants.EVAL_SAMPLES, eval_size)
     mlperf.event("target_quality", dict(target))
     trainer.all_reduce_max([0.0])  # barrier: every worker has finished init
     mlperf.end(constants.INIT_STOP)
@@ -140,7 +143,7 @@ def train_to_target(bench: Benchmark, cfg: DictConfig, ctx: TFContext, services:
                 mlperf.start(constants.EVAL_START, epoch_num=_mllog_epoch(epochs_done))
                 quality = trainer.evaluate()
                 mlperf.end(constants.EVAL_STOP, epoch_num=_mllog_epoch(epochs_done))
-                mlperf.event(constants.EVAL_ACCURACY, quality[quality_key], epoch_num=_mllog_epoch(epochs_done))
+                mlperf.eval_accuracy(quality, _mllog_epoch(epochs_done))
                 metrics = {
                     **stats,
                     names.EVAL_QUALITY: quality[quality_key],

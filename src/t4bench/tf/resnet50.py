@@ -70,6 +70,9 @@ class KerasResNet50(Benchmark):
     def dataset_train_size(self) -> int:
         return len(self.train_pipeline.folder)
 
+    def dataset_eval_size(self) -> int:
+        return len(self.val_pipeline.folder)
+
     def build_model(self) -> keras.Model:
         from t4bench.tf import resnet
 
