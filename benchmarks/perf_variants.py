@@ -5,7 +5,7 @@ measurements the per-hw defaults in conf/perf/<hw>.yaml are chosen from.
     python benchmarks/perf_variants.py resnet50 "" "perf.optimizer_impl=fused" \\
         "perf.optimizer_impl=fused perf.compile=true" --hw h200 --steps 30
 
-Each variant is a space-separated list of overrides laid over `+perf=default`; "" is the loop as it
+Each variant is a space-separated list of overrides laid over `perf=default`; "" is the loop as it
 was. Prints units/s, the ratio to the first variant, the mean loss of the timed steps (a non-finite
 loss prints NaN for the throughput) and the variant's setup time (build, compile, capture).
 """
@@ -35,7 +35,7 @@ def measure(model: str, variant: str, args: argparse.Namespace, out: Path) -> tu
         f"hw={args.hw}",
         f"input.steps={args.steps}",
         f"input.warmup_steps={args.warmup}",
-        "+perf=default",
+        "perf=default",
         *args.overrides,
         *variant.split(),
     ]

@@ -238,8 +238,8 @@ class Checks:
                 check = f"synthetic-{'on' if telemetry else 'off'}-{rep}"
                 proc, _ = self.t4bench(
                     "model=ncf",
-                    "data=synthetic",
-                    f"data.steps={self.args.steps}",
+                    "input=synthetic",
+                    f"input.steps={self.args.steps}",
                     f"hw={self.args.hw}",
                     f"hw.telemetry.enabled={str(telemetry).lower()}",
                     f"+tracking.tags.check={check}",

@@ -29,7 +29,7 @@ if part ncf_mini; then
   for perf in ${NCF_PERFS:-default $HW}; do
     bench=() && [[ $perf != default ]] && bench=(model.benchmark=t4bench.ncf_gpu.GpuResidentNCF)
     started=$(date +%s%N)
-    timeout "${NCF_LIMIT:-120}" $PY -m t4bench model=ncf "hw=$HW" "+perf=$perf" "${bench[@]}" progress=plain \
+    timeout "${NCF_LIMIT:-120}" $PY -m t4bench model=ncf "hw=$HW" "perf=$perf" "${bench[@]}" progress=plain \
       "hydra.run.dir=$work/ncf_$perf" >"$dest/ncf_mini_$perf.log" 2>&1
     echo "ncf mini perf=$perf: exit $? after $(( ($(date +%s%N) - started) / 1000000 )) ms wall"
     grep -E '^(init|epoch)|time_to_train|outcome|epochs_to_converge|hr_at_10' "$dest/ncf_mini_$perf.log" | cut -c1-160

@@ -43,7 +43,7 @@ done
 echo "== (b) synthetic reference size: t4bench vs bare loop ($STEPS steps)"
 read -r -a throughput_args <<<"${THROUGHPUT_ARGS:-}"
 $PY benchmarks/translation_throughput.py "hw=$HW" --precisions bf16,fp32 --json "$dest/throughput.json" \
-  "data.steps=$STEPS" "data.warmup_steps=${WARMUP_STEPS:-10}" "${throughput_args[@]}" 2>&1 | tail -12
+  "input.steps=$STEPS" "input.warmup_steps=${WARMUP_STEPS:-10}" "${throughput_args[@]}" 2>&1 | tail -12
 
 echo "== figures"
 $PY - "$dest" <<'PY'

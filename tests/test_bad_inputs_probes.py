@@ -136,7 +136,7 @@ def test_shipped_configs_validate(compose_cfg, model: str, scale: str) -> None: 
 @pytest.mark.parametrize("scale", ["mini", "reference"])
 def test_tensorflow_schedule_is_its_own(compose_cfg, scale: str) -> None:  # type: ignore[no-untyped-def]
     """framework=tensorflow brings the TF reference's polynomial decay; the PyTorch loop has none."""
-    validation.validate(compose_cfg("model=resnet50", f"scale={scale}", "+framework=tensorflow"))
+    validation.validate(compose_cfg("model=resnet50", f"scale={scale}", "framework=tensorflow"))
     with pytest.raises(T4BenchError, match=r"model\.schedule\.kind=polynomial: must be one of constant, step"):
         validation.validate(compose_cfg("model=resnet50", f"scale={scale}", "model.schedule.kind=polynomial"))
 
@@ -156,7 +156,7 @@ def test_tensorflow_schedule_is_its_own(compose_cfg, scale: str) -> None:  # typ
             "scale.target_version=v9: must be one of v0_5, v0_6",
         ),
         (["model.optimizer.lr=inf"], "model.optimizer.lr=inf: must be a finite number > 0"),
-        (["data=synthetic", "data.steps=0"], "data.steps=0: must be an integer >= 1"),
+        (["input=synthetic", "input.steps=0"], "input.steps=0: must be an integer >= 1"),
     ],
 )
 def test_config_rules(compose_cfg, overrides: list[str], expected: str) -> None:  # type: ignore[no-untyped-def]

@@ -65,13 +65,6 @@ def test_few_steps_warning() -> None:
     assert baselines.few_steps_warning(495_285, 256) is None
 
 
-def _loop_reports_trivial() -> bool:
-    return "trivial" in (REPO / "src" / "t4bench" / "loop.py").read_text()
-
-
-@pytest.mark.skipif(
-    not _loop_reports_trivial(), reason="the loop does not call Benchmark.trivial_quality yet (H3 wiring)"
-)
 @pytest.mark.skipif(not (DATA_ROOT / "movielens-100k" / movielens.ML100K_FILE).is_file(), reason="ml-100k not prepared")
 def test_run_logs_trivial_quality_and_warns(tmp_path: Path) -> None:
     """A real NCF run with a target under the popularity ranker and four steps per epoch."""

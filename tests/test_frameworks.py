@@ -170,6 +170,7 @@ def _main(out: Path) -> None:
         "progress=off",
         f"tracking.uri=sqlite:///{out}/mlflow.db",
         f"paths.data_root={out}",
+        f"checkpoint.dir={out}/checkpoints",  # its default names Hydra's output folder, unset here
     ]
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)

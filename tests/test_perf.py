@@ -37,20 +37,20 @@ def test_absent_group_is_the_old_loop() -> None:
 
 
 def test_per_model_options_lie_over_the_group() -> None:
-    cfg = compose_cfg("model=ncf", "+perf=h200")
+    cfg = compose_cfg("model=ncf", "perf=h200")
     options = PerfOptions.from_config(cfg)
     assert options.cuda_graphs and options.gpu_data and options.optimizer_impl == "fused"
-    resnet = PerfOptions.from_config(compose_cfg("model=resnet50", "+perf=h200"))
+    resnet = PerfOptions.from_config(compose_cfg("model=resnet50", "perf=h200"))
     assert resnet.compile and not resnet.cuda_graphs
 
 
 def test_command_line_option_beats_the_profiles_model_entry() -> None:
-    options = PerfOptions.from_config(compose_cfg("model=ncf", "+perf=h200", "perf.cuda_graphs=false"))
+    options = PerfOptions.from_config(compose_cfg("model=ncf", "perf=h200", "perf.cuda_graphs=false"))
     assert not options.cuda_graphs and options.gpu_data
 
 
 def test_gpu_only_options_are_dropped_on_a_cpu_and_recorded() -> None:
-    options = PerfOptions.from_config(compose_cfg("model=ncf", "+perf=h200", "perf.precision=tf32"), CPU)
+    options = PerfOptions.from_config(compose_cfg("model=ncf", "perf=h200", "perf.precision=tf32"), CPU)
     assert not options.cuda_graphs and not options.gpu_data and options.optimizer_impl == "default"
     assert options.precision == "fp32"
     tags = options.tags(ctx())
@@ -70,11 +70,11 @@ def test_gpu_only_options_are_dropped_on_a_cpu_and_recorded() -> None:
 )
 def test_bad_values_are_named(override: str, message: str) -> None:
     with pytest.raises(PerfConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        PerfOptions.from_config(compose_cfg("model=ncf", "+perf=default", override))
+        PerfOptions.from_config(compose_cfg("model=ncf", "perf=default", override))
 
 
 def test_cudnn_attention_switch_is_a_recorded_option() -> None:
-    options = PerfOptions.from_config(compose_cfg("model=transformer", "+perf=default", "perf.cudnn_sdp=false"))
+    options = PerfOptions.from_config(compose_cfg("model=transformer", "perf=default", "perf.cudnn_sdp=false"))
     assert options.cudnn_sdp is False
     assert options.tags()["t4bench.perf.cudnn_sdp"] == "false"
     assert PerfOptions().tags()["t4bench.perf.cudnn_sdp"] == "None"

@@ -39,7 +39,6 @@ def main(root: Path) -> dict[str, object]:
         {"batch_size": 4, "eval_batch_size": 3, "data": {"path": str(root)}, "schedule": {"decay_end_epochs": 2}},
     )
     cfg = OmegaConf.create({"model": model_cfg, "max_epochs": 2, "seed": 0, "input": {"synthetic": False}})
-    cfg.data = cfg.input  # the benchmark contract still reads cfg.data (transitional alias)
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     ctx = TFContext(strategy, "fp32", 0, 1, 0, root, {"bn_momentum": 0.9, "cache_decoded": True})
     bench = KerasResNet50(cfg, ctx)

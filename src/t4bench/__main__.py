@@ -13,7 +13,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from t4bench import run_env
+from t4bench import probe, run_env
 from t4bench.errors import RunTerminated, T4BenchError
 
 #: what ranks > 0 of an outer launcher add to their command line: no `.hydra/` record and no job
@@ -48,14 +48,16 @@ def main() -> None:
     """Console entry (`t4bench ...`, `python -m t4bench ...`)."""
     try:
         rank = run_env.launched_rank()
-    except T4BenchError as err:  # a launcher variable that is not a number
+        probe.working_dir(sys.argv[1:])  # Hydra makes its output folder before any t4bench code runs
+    except T4BenchError as err:  # a launcher variable that is not a number, an unwritable cwd
         print(f"t4bench: error: {err}", file=sys.stderr)
         sys.exit(2)
     sys.argv = [sys.argv[0], *rank_overrides(sys.argv[1:], rank)]
     try:
         app()
     except RunTerminated as stop:  # the run is closed as KILLED already; exit as a signal would
-        print(f"t4bench: stopped by {stop}; the MLflow run is marked KILLED", file=sys.stderr)
+        closed = f"MLflow run {stop.run_id} is marked KILLED" if stop.run_id else "no MLflow run had been created"
+        print(f"t4bench: stopped by {stop}; {closed}", file=sys.stderr)
         sys.exit(128 + int(signal.SIGTERM))
 
 

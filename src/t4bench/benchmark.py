@@ -131,6 +131,15 @@ class Benchmark(abc.ABC):
         """Parameters handed to the optimizer; override to exclude e.g. norms from weight decay."""
         return model.parameters()
 
+    #: what `trivial_quality` predicts, for the warning line
+    trivial_baseline: ClassVar[str] = "trivial baseline"
+
+    def trivial_quality(self) -> Mapping[str, float]:
+        """Quality of a predictor that learns nothing from the inputs (t4bench.baselines), logged as
+        `trivial_quality` and compared with the target; called once in init, on rank 0. Default:
+        none."""
+        return {}
+
     def samples_in(self, batch: Any) -> int:
         """Samples in one (host-side) batch, for the sample-based schedule and `train_size`
         accounting. Default: the leading dimension of its first tensor."""

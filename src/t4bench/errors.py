@@ -12,3 +12,6 @@ class DatasetMissingError(T4BenchError):
 class RunTerminated(BaseException):
     """SIGTERM (or the launcher's signal), turned into an exception so the MLflow run is closed
     as KILLED; a BaseException so that `except Exception` in user code does not swallow it."""
+
+    #: the MLflow run closed as KILLED on the way out (empty: none existed yet)
+    run_id: str = ""

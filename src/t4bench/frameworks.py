@@ -99,7 +99,7 @@ class RankSession(Protocol):
 
     def train(self, bench_cls: type[Benchmark], services: RunServices) -> TrainResult:
         """Build the benchmark (MLPerf init) and train it to the target, or measure throughput for
-        `data.synthetic`; exceptions propagate (the run is then closed FAILED or KILLED)."""
+        `input.synthetic`; exceptions propagate (the run is then closed FAILED or KILLED)."""
         ...
 
     def close(self) -> None:

@@ -20,13 +20,14 @@ from typing import Any, Protocol
 
 from omegaconf import DictConfig
 
-from t4bench import distributed
+from t4bench import baselines, distributed
 from t4bench.benchmark import Benchmark
 from t4bench.context import RunContext
 from t4bench.divergence import Diverged
 from t4bench.errors import T4BenchError
 from t4bench.mlperf import MLPerfLog, constants
 from t4bench.progress import ProgressReporter
+from t4bench.resume import EpochCheckpoints
 from t4bench.stopping import StopRun  # framework-free, so callbacks need not import torch
 from t4bench.trainer import LOSS_READ_INTERVAL, Trainer
 
@@ -104,6 +105,8 @@ def train_to_target(
     loss diverged."""
     per_epoch = evaluations_per_epoch(float(cfg.get("eval_every", 1.0)))
     trainer = Trainer(bench, cfg, ctx)
+    saves = EpochCheckpoints(cfg, ctx.is_main, logger)
+    continued = saves.resume_into(trainer)
     target: Mapping[str, float] = cfg.model.target
     quality_key = next(iter(target))
     unit = bench.throughput_unit
@@ -113,6 +116,7 @@ def train_to_target(
     if eval_size is not None:
         mlperf.event(constants.EVAL_SAMPLES, eval_size)
     mlperf.event("target_quality", dict(target))
+    _say_if_trivial(bench, trainer, target, logger, progress, ctx.is_main)  # in init: untimed
     distributed.barrier()
     mlperf.end(constants.INIT_STOP)
     mlperf.start(constants.RUN_START)
@@ -120,11 +124,12 @@ def train_to_target(
     progress.line(f"init took {run_started - init_started:.1f}s; training to {dict(target)}")
 
     outcome, epochs_to_converge, epochs_done, note = "not_converged", None, 0.0, ""
-    throughputs: list[float] = []
+    throughputs: list[float] = continued.throughputs
     metrics: dict[str, float] = {}
-    evaluation = 0
+    evaluation = continued.evaluations
+    epochs_done = float(continued.first_epoch - 1)
     try:
-        for epoch in range(1, int(cfg.max_epochs) + 1):
+        for epoch in range(continued.first_epoch, int(cfg.max_epochs) + 1):
             mlperf.start(constants.EPOCH_START, epoch_num=epoch)
             batches = bench.train_batches(epoch)
             n_batches = len(batches)
@@ -163,12 +168,19 @@ def train_to_target(
                 if done < n_batches:  # stopped within the epoch: its block ends here
                     mlperf.end(constants.EPOCH_STOP, epoch_num=epoch)
                 break
+            saves.after_epoch(
+                trainer,
+                epoch,
+                elapsed_s=continued.elapsed_s + time.perf_counter() - run_started,
+                throughputs=throughputs,
+                evaluations=evaluation,
+            )
     except Diverged as err:
         outcome, note = "diverged", str(err)
         epochs_done = trainer.samples_seen / max(bench.train_size, 1)
         progress.line(f"diverged: {note}")
 
-    time_to_train = time.perf_counter() - run_started
+    time_to_train = continued.elapsed_s + time.perf_counter() - run_started
     status = constants.SUCCESS if outcome == "converged" else constants.ABORTED
     mlperf.end(constants.RUN_STOP, status=status)
     return RunResult(
@@ -258,3 +270,24 @@ def _run_callbacks(callbacks: Sequence[EpochCallback], evaluation: int, metrics:
         except StopRun as stop:
             return stop.outcome
     return None
+
+
+def _say_if_trivial(
+    bench: Benchmark,
+    trainer: Trainer,
+    target: Mapping[str, float],
+    logger: EpochLogger,
+    progress: ProgressReporter,
+    is_main: bool,
+) -> None:
+    """Log the trivial baseline's quality (step 0) and warn, one line each, when the target is no
+    better than it or an epoch is only a handful of optimizer steps (issue 17.7)."""
+    trivial = dict(bench.trivial_quality()) if is_main else {}
+    if trivial:
+        logger.log_epoch(0, baselines.trivial_metrics(target, trivial))
+    warnings = [baselines.few_steps_warning(bench.train_size, trainer.global_batch)]
+    if trivial:
+        warnings.append(baselines.target_warning(target, trivial, bench.trivial_baseline))
+    for line in warnings:
+        if line:
+            progress.line(line)

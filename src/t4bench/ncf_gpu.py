@@ -6,9 +6,9 @@ Why: mini NCF on an H200 spent its time on the host (NumPy sampling, per-step ho
 so the GPU trained no faster than two CPU cores. Here an epoch costs a handful of kernels plus one
 view per batch.
 
-`GpuResidentNCF` is `NCFBenchmark` with these batches when `perf.gpu_data` is on and the run has a
-CUDA device: `python -m t4bench model=ncf hw=h200 model.benchmark=t4bench.ncf_gpu.GpuResidentNCF
-+perf=h200`. The negatives differ from the host sampler's (another random stream), not their law.
+`GpuResidentNCF` (conf/model/ncf.yaml's benchmark) is `NCFBenchmark` with these batches when
+`perf.gpu_data` is on and the run has a CUDA device: `python -m t4bench model=ncf hw=h200` (perf/h200
+sets it). The negatives differ from the host sampler's (another random stream), not their law.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from t4bench import frameworks, hardware, seeding, telemetry
+from t4bench import frameworks, hardware, runs, seeding, telemetry
 from t4bench import mlflow_names as names
 from t4bench.benchmark import Benchmark, benchmark_class
 from t4bench.errors import RunTerminated
@@ -80,6 +80,7 @@ class RankRecords:
         self.status, self.outcome = names.FAILED, names.OUTCOME_FAILED
         self.result: TrainResult | None = None
         self.energy: dict[str, float] = {}
+        self.heartbeat: runs.Heartbeat | None = None
 
     def open(self, session: RankSession, bench_cls: type[Benchmark]) -> str:
         """The MLPerf init, the MLflow run (made, or adopted) with its tags, telemetry; the run id."""
@@ -88,6 +89,8 @@ class RankRecords:
         run_id = session.broadcast(self.tracker.start(cfg, env, contract_tags(cfg, env, bench_cls)))
         if env.is_main:
             self.telemetry = self._start_telemetry(run_id)
+            if run_id:  # host/pid/heartbeat tags: `python -m t4bench.runs repair` closes it if this process dies
+                self.heartbeat = runs.Heartbeat(str(cfg.tracking.uri), run_id).start()
             self.mlperf.window = self.telemetry
         global_batch = int(cfg.model.batch_size) * env.world_size
         self.tracker.set_tags(
@@ -133,6 +136,8 @@ class RankRecords:
 
     def close(self) -> None:
         """Close the MLPerf log and telemetry, and end the MLflow run with its artifacts and status."""
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
         self.mlperf.close()
         self.energy = self.telemetry.stop()
         if self.energy:
@@ -182,8 +187,10 @@ def run_rank(cfg: DictConfig, env: RunEnvironment, output_dir: Path, run_id: str
             records.mlperf.event(constants.SEED, int(cfg.seed))
             records.run_started(run_id)
             records.finished(session.train(bench_cls, records.services(init_started)))
-    except (KeyboardInterrupt, RunTerminated):
+    except (KeyboardInterrupt, RunTerminated) as stop:
         records.killed()
+        if isinstance(stop, RunTerminated):
+            stop.run_id = records.tracker.run_id or ""
         raise
     finally:
         records.close()

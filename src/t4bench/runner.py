@@ -38,14 +38,31 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     framework = frameworks.framework_of(cfg, bench_cls)
     if framework == "pytorch":
         launch.preflight(env)  # torch.distributed / horovod.torch: the PyTorch ranks' backends
-    if not cfg.data.synthetic:
+    if not cfg.input.synthetic:
         bench_cls.check_inputs(cfg)
     if env.spawn:
         return _spawn_ranks(cfg, env, output_dir, bench_cls, frameworks.spawner(framework))
     from t4bench.rank import run_rank  # MLflow and the framework: only now
 
-    # `tracking.run_id`: a run made by a launcher (mlflow run) to train into
-    return run_rank(cfg, env, output_dir, run_id=cfg.tracking.get("run_id") or None)
+    # `tracking.run_id`: a run made by a launcher (mlflow run) to train into; `resume=`: the
+    # checkpoint's run, RUNNING again
+    run_id = cfg.tracking.get("run_id") or (_resumed_run(cfg) if env.is_main else None)
+    return run_rank(cfg, env, output_dir, run_id=run_id)
+
+
+def _resumed_run(cfg: DictConfig) -> str | None:
+    """resume=...: the checkpoint's MLflow run, reopened (None without resume)."""
+    if cfg.get("resume") in (None, ""):
+        return None
+    from mlflow.tracking import MlflowClient
+
+    from t4bench import resume
+
+    point = resume.find(cfg)
+    if point is None or not point.run_id:
+        return None
+    resume.reopen(MlflowClient(str(cfg.tracking.uri)), point.run_id, point.epoch)
+    return point.run_id
 
 
 def _spawn_ranks(
@@ -67,8 +84,10 @@ def _spawn_ranks(
             summary = spawn(cfg, env, _spawned_rank, (plain, env, str(output_dir), run_id))
         status = names.FINISHED
         return summary
-    except (KeyboardInterrupt, RunTerminated):
+    except (KeyboardInterrupt, RunTerminated) as stop:
         status = names.KILLED
+        if isinstance(stop, RunTerminated):
+            stop.run_id = run_id
         raise
     finally:
         if status != names.FINISHED:

@@ -16,6 +16,7 @@ from t4bench.benchmark import Benchmark
 from t4bench.context import RunContext
 from t4bench.errors import T4BenchError
 from t4bench.frameworks import RunServices
+from t4bench.perf import PerfOptions
 from t4bench.run_env import RunEnvironment
 
 T = TypeVar("T")
@@ -70,6 +71,8 @@ class TorchRank:
             names.DIST_BACKEND: f"{self.env.dist_backend}/{distributed.backend()}" if world > 1 else "none",
             names.DEVICE: f"{self.ctx.device.type} x{world}",
             names.THREADS: str(torch.get_num_threads()),
+            # the perf options in effect (t4bench.perf.*), so runs compare by what made them fast
+            **PerfOptions.from_config(self.cfg, self.ctx.device).tags(self.ctx),
         }
 
     def seed(self, seed: int) -> None:
@@ -77,7 +80,7 @@ class TorchRank:
 
     def train(self, bench_cls: type[Benchmark], services: RunServices) -> loop.RunResult:
         bench = bench_cls(self.cfg, self.ctx)
-        if self.cfg.data.synthetic:
+        if self.cfg.input.synthetic:
             return loop.measure_throughput(
                 bench,
                 self.cfg,

@@ -153,6 +153,8 @@ class RunTracker:
             self.client.update_run(self.run_id, name=str(cfg.tracking.run_name or default_run_name(cfg, env)))
             self.set_tags(tags)
         params = flatten(resolved_config(cfg, env))
+        for where in ("resume", "checkpoint.dir"):  # a resumed run changes them: not what ran
+            params.pop(where, None)
         self._log_batch(params=[Param(k, v[:6000]) for k, v in sorted(params.items())])
         return self.run_id
 
@@ -204,7 +206,7 @@ def contract_tags(cfg: DictConfig, env: RunEnvironment, bench_cls: type[Benchmar
         names.HW: str(env.hw.name),
         names.HW_COUNT: str(env.world_size),
         names.SCALE: str(cfg.scale.name),
-        names.DATA: "synthetic" if cfg.data.synthetic else "real",
+        names.DATA: "synthetic" if cfg.input.synthetic else "real",
         names.FRAMEWORK: str(bench_cls.framework),
         names.THROUGHPUT_UNIT: str(bench_cls.throughput_unit),
         names.SEED: str(cfg.seed),

@@ -114,9 +114,9 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("progress", Choice(("auto", "bar", "plain", "off"))),
     # the MLPerf round whose reference targets apply (before model.target, which reads it)
     ("scale.target_version", Choice(("v0_5", "v0_6"))),
-    ("data.synthetic", Flag()),
-    ("data.steps", POSITIVE_INT),
-    ("data.warmup_steps", NON_NEGATIVE_INT),
+    ("input.synthetic", Flag()),
+    ("input.steps", POSITIVE_INT),
+    ("input.warmup_steps", NON_NEGATIVE_INT),
     ("hw.count", POSITIVE_INT),
     ("hw.strict", Flag()),
     ("hw.threads", Number(integer=True, low=1, nullable=True)),

@@ -16,6 +16,7 @@ import torch
 from omegaconf import DictConfig
 from torch import nn
 
+from t4bench import baselines
 from t4bench.benchmark import Benchmark
 from t4bench.context import RunContext, chunked
 from t4bench.data import movielens
@@ -141,3 +142,10 @@ class NCFBenchmark(Benchmark):
             torch.randint(0, self.num_items, (size,), generator=gen),
             torch.randint(0, 2, (size,), generator=gen).float(),
         )
+
+    trivial_baseline = "popularity ranking"
+
+    def trivial_quality(self) -> Mapping[str, float]:
+        if self.data is None:
+            return {}
+        return baselines.popularity_hit_rate(self.data.train_items, self.num_items, self.eval_items.numpy())

@@ -17,9 +17,11 @@ from torch import nn
 from torch.utils.data import DataLoader
 from torchvision import datasets, transforms
 
+from t4bench import baselines
 from t4bench.benchmark import Benchmark
 from t4bench.benchmarks.resnet_parts import ResNetClassifier, trunk_from_cfg
 from t4bench.context import RunContext
+from t4bench.data import checks
 from t4bench.errors import DatasetMissingError
 
 IMAGE_SUFFIXES = {".jpeg", ".jpg", ".png", ".bmp", ".ppm", ".webp", ".tif", ".tiff", ".pgm"}
@@ -66,8 +68,12 @@ class ResNet50Benchmark(Benchmark):
         self.model_cfg = cfg.model
         if not self.synthetic:
             root = Path(self.model_cfg.data.path)
-            self.train_set = datasets.ImageFolder(str(root / "train"), build_transforms(self.model_cfg.data, True))
-            self.val_set = datasets.ImageFolder(str(root / "val"), build_transforms(self.model_cfg.data, False))
+            self.train_set = datasets.ImageFolder(
+                str(root / "train"), build_transforms(self.model_cfg.data, True), loader=checks.image_loader
+            )
+            self.val_set = datasets.ImageFolder(
+                str(root / "val"), build_transforms(self.model_cfg.data, False), loader=checks.image_loader
+            )
             if self.train_set.classes != self.val_set.classes:
                 raise DatasetMissingError(f"{root}: train/ and val/ hold different class folders")
             if len(self.train_set.classes) != self.model_cfg.arch.num_classes:
@@ -130,3 +136,12 @@ class ResNet50Benchmark(Benchmark):
         images = torch.randn(batch, 3, size, size, generator=generator)
         labels = torch.randint(0, int(self.model_cfg.arch.num_classes), (batch,), generator=generator)
         return self.ctx.to_device((images, labels))
+
+    trivial_baseline = "majority class"
+
+    def trivial_quality(self) -> dict[str, float]:
+        if self.synthetic:
+            return {}
+        import numpy as np
+
+        return baselines.majority_class_accuracy(np.array(self.train_set.targets), np.array(self.val_set.targets))

@@ -22,7 +22,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from t4bench.loop import StopRun
+from t4bench.stopping import StopRun  # not t4bench.loop: that would load torch into a TensorFlow sweep
 
 PRUNED_ATTR = "t4bench_pruned_at_epoch"
 

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from t4bench import probe
+
 _cache: dict[str, Any] = {}
 _cache_lock = threading.Lock()
 
@@ -44,6 +46,8 @@ def open_storage(storage: str) -> Any:
     key = normalize(storage)
     with _cache_lock:
         if key not in _cache:
+            # a dead server, an unwritable folder or a file that is not Optuna's: one line, in seconds
+            probe.optuna_storage(key)
             if is_journal(key):
                 from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
 

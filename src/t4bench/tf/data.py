@@ -177,7 +177,7 @@ class ImagePipeline:
 
 
 def synthetic_batch(batch_size: int, image_size: int, num_classes: int, seed: int) -> tuple[tf.Tensor, ...]:
-    """One batch of the real shapes (normal images, uniform labels), for `data=synthetic`."""
+    """One batch of the real shapes (normal images, uniform labels), for `input=synthetic`."""
     images = tf.random.stateless_normal([batch_size, image_size, image_size, 3], seed=[seed, 11])
     labels = tf.random.stateless_uniform([batch_size], seed=[seed, 12], maxval=num_classes, dtype=tf.int32)
     return images, labels, tf.ones([batch_size])

@@ -186,7 +186,7 @@ def train_to_target(bench: Benchmark, cfg: DictConfig, ctx: TFContext, services:
 
 
 def measure_throughput(bench: Benchmark, cfg: DictConfig, ctx: TFContext, services: RunServices) -> TFRunResult:
-    """`data=synthetic`: the same training step on one generated batch, for a fixed step count. A
+    """`input=synthetic`: the same training step on one generated batch, for a fixed step count. A
     run whose loss diverges reports no throughput."""
     import tensorflow as tf
 
