@@ -40,11 +40,13 @@ if part variants; then
   echo "== variants"
   steps=(--steps "${STEPS:-20}" --warmup "${WARMUP:-5}" --hw "$HW")
   F=perf.optimizer_impl=fused
-  timeout 200 $PY benchmarks/perf_variants.py resnet50 "" "$F" "$F perf.compile=true" \
+  # VARIANT_MODELS (space-separated, default all four) picks which models' variants run
+  vpart() { [[ " ${VARIANT_MODELS:-resnet50 transformer ssd ncf} " == *" $1 "* ]]; }
+  vpart resnet50 && timeout 200 $PY benchmarks/perf_variants.py resnet50 "" "$F" "$F perf.compile=true" \
     "$F perf.compile=true perf.cuda_graphs=true" "${steps[@]}"
-  timeout 120 $PY benchmarks/perf_variants.py transformer "" "$F" "$F perf.compile=true" "${steps[@]}"
-  timeout 100 $PY benchmarks/perf_variants.py ssd "" "$F perf.compile=true perf.compile_modules=[backbone]" "${steps[@]}"
-  timeout 60 $PY benchmarks/perf_variants.py ncf "" "$F" "$F perf.cuda_graphs=true" "${steps[@]}"
+  vpart transformer && timeout 120 $PY benchmarks/perf_variants.py transformer "" "$F" "$F perf.compile=true" "${steps[@]}"
+  vpart ssd && timeout "${SSD_LIMIT:-100}" $PY benchmarks/perf_variants.py ssd "" "$F perf.compile=true perf.compile_modules=[backbone]" "${steps[@]}"
+  vpart ncf && timeout 60 $PY benchmarks/perf_variants.py ncf "" "$F" "$F perf.cuda_graphs=true" "${steps[@]}"
 fi
 
 if part suite; then

@@ -20,6 +20,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from t4bench import hardware, run_env
 from t4bench.errors import T4BenchError
+from t4bench.preflight import CONF_DIR
 
 _ABSENT = object()
 
@@ -287,10 +288,25 @@ def check_host(cfg: DictConfig) -> None:
         raise T4BenchError(f"hw.count={count}: must be 1..{limit} CPU ranks on this host ({why})")
 
 
+def check_hparams(cfg: DictConfig) -> None:
+    """`hparams=tuned` needs a preset for this model and scale: never a silent fall-back to the
+    reference settings (the run would be recorded as tuned)."""
+    node = cfg.get("hparams")
+    if node is None or node.get("name") != "tuned" or node.get("preset"):
+        return
+    model, scale = cfg.model.name, cfg.scale.name
+    presets = sorted(p.stem.removesuffix("_tuned") for p in (CONF_DIR / "model_hparams").glob("*_tuned.yaml"))
+    raise T4BenchError(
+        f"hparams=tuned: no tuned preset for model={model} scale={scale} "
+        f"(conf/model_hparams/{model}_{scale}_tuned.yaml); presets exist for: {', '.join(presets) or 'none'}"
+    )
+
+
 def validate(cfg: DictConfig) -> None:
     """Raise one T4BenchError line for the first config value that cannot work; no side effects."""
     check_rules(cfg)
     check_targets(cfg)
+    check_hparams(cfg)
     threads = os.environ.get("OMP_NUM_THREADS")
     if threads is not None and not (threads.isdigit() and int(threads) >= 1):
         raise T4BenchError(f"OMP_NUM_THREADS={threads}: must be a positive integer (or unset)")

@@ -4,9 +4,11 @@ The Optuna sweeper adds it to each job as `callbacks.optuna_pruning`; the loop c
 `on_epoch_end(epoch, metrics)` after every evaluation that did not reach the target.
 
 Reporting scheme (docs/sweeps.md):
-- The study minimises epochs-to-converge (or time), while per-epoch progress is quality. The
-  intermediate value at step = epoch is the *quality gap* `target - eval_quality` (lower is better,
-  the same direction as the study; 0 once converged). For a maximising study it is eval_quality.
+- The study minimises epochs-to-converge (or time), while per-epoch progress is quality. Steps
+  are evaluations (step = epoch at eval_every=1; at eval_every=0.25 epoch 5 is step 20, so a
+  pruner's n_warmup_steps counts evaluations). The intermediate value at a step is the *quality
+  gap* `target - eval_quality` (lower is better, the same direction as the study; 0 once
+  converged). For a maximising study it is eval_quality.
 - Only the trial's lead seed (the first of the trial's seeds, the same seed in every trial) reports,
   so the pruner compares learning curves seed-for-seed across trials. The sweeper runs the lead
   seed first; when it is pruned the trial's other seeds never start. When the lead seed converges

@@ -94,7 +94,9 @@ class TrialRunner:
                 if self.runs is not None and result.get("run_id"):
                     self.runs.tag_seed_run(str(result["run_id"]), trial.number, i)
                 if i == 0 and result.get("outcome") == "converged":
-                    self._report_converged(trial, result, int(ret.cfg.max_epochs))
+                    self._report_converged(
+                        trial, result, int(ret.cfg.max_epochs), float(ret.cfg.get("eval_every", 1.0))
+                    )
             if any(r.get("outcome") == "pruned" for r in results):
                 return results, max_epochs, True
         return results, max_epochs, False
@@ -144,14 +146,18 @@ class TrialRunner:
         self._end(trial_run, "FINISHED", "COMPLETE")
         return "COMPLETE"
 
-    def _report_converged(self, trial: Any, result: Mapping[str, Any], max_epochs: int) -> None:
-        """The lead seed converged at epoch k: its quality gap is 0 from k on (docs/sweeps.md)."""
+    def _report_converged(self, trial: Any, result: Mapping[str, Any], max_epochs: int, eval_every: float) -> None:
+        """The lead seed converged at epoch k: its quality gap is 0 from there to max_epochs
+        (docs/sweeps.md). Steps are evaluations, as the pruning callback reports them: epoch k is
+        step k x evaluations per epoch."""
         if not self.prunes or self.objective.direction != "minimize":
             return
         k = float(result.get("epochs_to_converge", math.nan))
         if not math.isfinite(k):
             return
-        for step in range(int(k), max(int(k), max_epochs) + 1):
+        per_epoch = max(1, round(1.0 / eval_every))
+        first, last = round(k * per_epoch), max_epochs * per_epoch
+        for step in range(first, max(first, last) + 1):
             trial.report(0.0, step)
 
     def _log(
