@@ -12,6 +12,7 @@ all=false
 
 debian_packages=(dataset-fashion-mnist trans-de-en)
 $all && debian_packages+=(openmpi-bin libopenmpi-dev postgresql cmake)
+$all && debian_packages+=(chromium)  # tests/test_mlflow_ui.py loads the MLflow UI headless
 missing=()
 for package in "${debian_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -72,7 +72,7 @@ def test_reading_parses_units() -> None:
     assert not telemetry.read_gpu(FakeNVML(), 0, 0).throttled  # idle is not throttling
     points = telemetry.metric_points([r], step=3, energy_base_mj={1: r.energy_mj - 2_000_000})
     names = {name: value for name, value, _, step in points}
-    assert names["telemetry.gpu1.power_w"] == 250.0 and names["telemetry.gpu1.energy_kj"] == 2.0
+    assert names["system/gpu_1_temperature_celsius"] == 71.0 and names["system/gpu_1_energy_kilojoules"] == 2.0
     assert {step for *_, step in points} == {3}
 
 
@@ -108,7 +108,7 @@ def test_sampler_thread_flushes_to_the_sink() -> None:
     summary = sampler.stop()
     assert summary["energy_to_train_kj"] > 0 and summary["max_temp_c"] == 71.0
     assert 0 < summary["throttled_fraction"] <= 1
-    assert any(name == "telemetry.gpu0.util_pct" for name, *_ in got)
+    assert any(name == "system/gpu_0_sm_clock_megahertz" for name, *_ in got)
     assert sampler.tags()["t4bench.telemetry"].startswith("on: 2 GPU(s)")
 
 

@@ -7,6 +7,11 @@ thread never waits on NVML or on the tracking store. At the end it gives summary
 (`energy_to_train_kj`, `avg_power_w`, `max_temp_c`, `throttled_fraction`, ...) over the training
 window (MLPerf run_start..run_stop when marked, else the whole sampling time) and inventory tags.
 
+The series it logs are the ones MLflow's own GPU monitor (`t4bench.system_metrics`) lacks, named
+as MLflow names its own (`system/gpu_<NVML index>_<what>_<unit>`) so the run page's System metrics
+tab shows them beside MLflow's utilization, memory and power of the same GPU: temperature, SM
+clock, throttling and energy (`SERIES`).
+
 No NVML (a CPU host, no driver) or a CPU profile: telemetry is off, the reason is a tag, no error.
 """
 
@@ -22,6 +27,7 @@ from types import ModuleType
 from typing import Any
 
 from t4bench import mlflow_names
+from t4bench.gpu_inventory import inventory, nvml_try
 
 #: throttle reasons that mean the GPU ran slower than it could (power cap, thermal, HW slowdown,
 #: power brake); idle, application-clock and sync-boost reasons are not throttling
@@ -30,6 +36,23 @@ THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 #: (name, value, timestamp_ms, step) of one metric point
 MetricPoint = tuple[str, float, int, int]
 Sink = Callable[[list[MetricPoint]], None]
+
+#: MLflow's system-metric namespace (the System metrics tab shows the metrics named under it)
+SYSTEM_PREFIX = "system/"
+#: our per-GPU series, by field: what MLflow's GPU monitor does not log (it logs utilization,
+#: memory and power as system/gpu_<i>_utilization_percentage, _memory_usage_megabytes, ...)
+SERIES = {
+    "temp_c": "temperature_celsius",
+    "sm_clock_mhz": "sm_clock_megahertz",
+    "throttled": "throttled",
+    "throttle_reasons": "throttle_reasons",
+    "energy_kj": "energy_kilojoules",
+}
+
+
+def series_name(gpu: int, field: str) -> str:
+    """`system/gpu_<gpu>_<name>` of one of SERIES' fields."""
+    return f"{SYSTEM_PREFIX}gpu_{gpu}_{SERIES[field]}"
 
 
 @dataclass(frozen=True)
@@ -52,24 +75,17 @@ class Reading:
         return bool(self.throttle_reasons and self.throttle_reasons & THROTTLE_MASK)
 
 
-def _try(fn: Callable[..., Any], *args: Any) -> Any:
-    try:
-        return fn(*args)
-    except Exception:  # NVMLError_NotSupported and friends: that field stays None
-        return None
-
-
 def read_gpu(nvml: ModuleType, handle: Any, gpu: int, now: float | None = None) -> Reading:
-    util = _try(nvml.nvmlDeviceGetUtilizationRates, handle)
-    memory = _try(nvml.nvmlDeviceGetMemoryInfo, handle)
-    power_mw = _try(nvml.nvmlDeviceGetPowerUsage, handle)
-    temp = _try(nvml.nvmlDeviceGetTemperature, handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0))
-    clock = _try(nvml.nvmlDeviceGetClockInfo, handle, getattr(nvml, "NVML_CLOCK_SM", 1))
+    util = nvml_try(nvml.nvmlDeviceGetUtilizationRates, handle)
+    memory = nvml_try(nvml.nvmlDeviceGetMemoryInfo, handle)
+    power_mw = nvml_try(nvml.nvmlDeviceGetPowerUsage, handle)
+    temp = nvml_try(nvml.nvmlDeviceGetTemperature, handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0))
+    clock = nvml_try(nvml.nvmlDeviceGetClockInfo, handle, getattr(nvml, "NVML_CLOCK_SM", 1))
     reasons_fn = (
         getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
     )
-    reasons = _try(reasons_fn, handle)
-    energy = _try(nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
+    reasons = nvml_try(reasons_fn, handle)
+    energy = nvml_try(nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
     return Reading(
         gpu=gpu,
         time_s=time.monotonic() if now is None else now,
@@ -84,15 +100,11 @@ def read_gpu(nvml: ModuleType, handle: Any, gpu: int, now: float | None = None) 
 
 
 def metric_points(readings: Sequence[Reading], step: int, energy_base_mj: dict[int, int]) -> list[MetricPoint]:
-    """MLflow points for one sample of all GPUs (`telemetry.gpu<i>.<field>`)."""
+    """MLflow points for one sample of all GPUs (SERIES, `system/gpu_<i>_...`)."""
     stamp = int(time.time() * 1000)
     points: list[MetricPoint] = []
     for r in readings:
-        prefix = f"{mlflow_names.TELEMETRY_SERIES_PREFIX}{r.gpu}."
         values = {
-            "util_pct": r.util_pct,
-            "mem_used_gb": r.mem_used_gb,
-            "power_w": r.power_w,
             "temp_c": r.temp_c,
             "sm_clock_mhz": r.sm_clock_mhz,
             "throttled": None if r.throttle_reasons is None else float(r.throttled),
@@ -100,7 +112,7 @@ def metric_points(readings: Sequence[Reading], step: int, energy_base_mj: dict[i
         }
         if r.energy_mj is not None and r.gpu in energy_base_mj:
             values["energy_kj"] = (r.energy_mj - energy_base_mj[r.gpu]) / 1e6
-        points.extend((prefix + k, float(v), stamp, step) for k, v in values.items() if v is not None)
+        points.extend((series_name(r.gpu, k), float(v), stamp, step) for k, v in values.items() if v is not None)
     return points
 
 
@@ -157,53 +169,6 @@ def summarize(samples: Sequence[Sequence[Reading]], window: Window) -> dict[str,
     return summary
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def inventory(nvml: ModuleType, handles: Sequence[Any]) -> dict[str, str]:
-    """Tags: GPU names, driver, CUDA driver version, PCIe link, memory, power limit."""
-    gpu = mlflow_names.GPU_PREFIX
-    tags: dict[str, str] = {f"{gpu}count": str(len(handles))}
-    names = [_text(_try(nvml.nvmlDeviceGetName, h)) for h in handles]
-    tags[f"{gpu}names"] = ", ".join(names)
-    driver = _try(nvml.nvmlSystemGetDriverVersion)
-    if driver is not None:
-        tags[f"{gpu}driver"] = _text(driver)
-    cuda = _try(nvml.nvmlSystemGetCudaDriverVersion)
-    if cuda:
-        tags[f"{gpu}cuda_driver"] = f"{int(cuda) // 1000}.{int(cuda) % 1000 // 10}"
-    links, memory, limits = [], [], []
-    for i, h in enumerate(handles):
-        gen, width = _try(nvml.nvmlDeviceGetCurrPcieLinkGeneration, h), _try(nvml.nvmlDeviceGetCurrPcieLinkWidth, h)
-        max_gen, max_width = (
-            _try(nvml.nvmlDeviceGetMaxPcieLinkGeneration, h),
-            _try(nvml.nvmlDeviceGetMaxPcieLinkWidth, h),
-        )
-        if gen is not None:
-            links.append(f"gpu{i} gen{gen} x{width} (max gen{max_gen} x{max_width})")
-        info = _try(nvml.nvmlDeviceGetMemoryInfo, h)
-        if info is not None:
-            memory.append(f"{info.total / 2**30:.0f}")
-        limit = _try(nvml.nvmlDeviceGetEnforcedPowerLimit, h)
-        if limit is not None:
-            limits.append(f"{limit / 1000:.0f}")
-    if links:
-        tags[f"{gpu}pcie"] = "; ".join(links)
-    if memory:
-        tags[f"{gpu}memory_gib"] = ", ".join(memory)
-    if limits:
-        tags[f"{gpu}power_limit_w"] = ", ".join(limits)
-    try:
-        import torch
-
-        if torch.version.cuda:
-            tags[f"{gpu}cuda_runtime"] = str(torch.version.cuda)
-    except ImportError:
-        pass
-    return tags
-
-
 class Telemetry:
     """The interface the runner uses; `Off` and `Sampler` implement it."""
 
@@ -246,6 +211,8 @@ class Sampler(Telemetry):
     ) -> None:
         self.nvml = nvml
         self.handles = list(handles)
+        #: each GPU's NVML index (what MLflow's GPU monitor numbers it by); its position if unknown
+        self.indices = [_nvml_index(nvml, h, i) for i, h in enumerate(self.handles)]
         self.interval_s = max(float(interval_s), 0.05)
         self.log_interval_s = float(log_interval_s)
         self.sink = sink
@@ -263,8 +230,8 @@ class Sampler(Telemetry):
 
     def _energy_now(self) -> dict[int, int]:
         energy = {}
-        for i, h in enumerate(self.handles):
-            value = _try(self.nvml.nvmlDeviceGetTotalEnergyConsumption, h)
+        for i, h in zip(self.indices, self.handles, strict=True):
+            value = nvml_try(self.nvml.nvmlDeviceGetTotalEnergyConsumption, h)
             if value is not None:
                 energy[i] = int(value)
         return energy
@@ -283,7 +250,7 @@ class Sampler(Telemetry):
     def sample_once(self) -> list[Reading]:
         started = time.perf_counter()
         now = time.monotonic()
-        readings = [read_gpu(self.nvml, h, i, now) for i, h in enumerate(self.handles)]
+        readings = [read_gpu(self.nvml, h, i, now) for i, h in zip(self.indices, self.handles, strict=True)]
         points = metric_points(readings, len(self.samples), self._energy_base)
         with self._lock:
             self.samples.append(readings)
@@ -328,8 +295,13 @@ class Sampler(Telemetry):
         if self.samples:
             summary["telemetry_sample_cost_ms"] = 1000 * self.sample_cost_s / len(self.samples)
         if self.owns_nvml:
-            _try(self.nvml.nvmlShutdown)
+            nvml_try(self.nvml.nvmlShutdown)
         return summary
+
+
+def _nvml_index(nvml: ModuleType, handle: Any, position: int) -> int:
+    index = nvml_try(nvml.nvmlDeviceGetIndex, handle) if hasattr(nvml, "nvmlDeviceGetIndex") else None
+    return int(index) if isinstance(index, int) else position
 
 
 def _handles_for(nvml: ModuleType, count: int) -> list[Any]:
@@ -381,9 +353,9 @@ def start(
     try:
         handles = _handles_for(pynvml, gpus)
         if not handles:
-            _try(pynvml.nvmlShutdown)
+            nvml_try(pynvml.nvmlShutdown)
             return Off("NVML sees no GPU")
         return Sampler(pynvml, handles, interval_s=interval_s, log_interval_s=log_interval_s, sink=sink).start()
     except Exception as err:
-        _try(pynvml.nvmlShutdown)
+        nvml_try(pynvml.nvmlShutdown)
         return Off(f"NVML error: {err}")

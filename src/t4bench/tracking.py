@@ -6,6 +6,10 @@ Contract (reports, sweeps and the UI depend on these names):
 - per-epoch metrics (step = epoch): eval_quality, train_loss, epoch_time_s, throughput
 - summary metrics: epochs_to_converge, time_to_train_s, converged, avg_throughput
 - artifacts: the resolved config YAML and the MLPerf log
+- system metrics (`system/...`, the run page's System metrics tab): MLflow's own monitor, started
+  by the process that logs the run's metrics (`t4bench.system_metrics`)
+
+Experiments are made classic-ML (not GenAI) with a description (`t4bench.experiments`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 import t4bench
+from t4bench import experiments, system_metrics
 from t4bench import mlflow_names as names
 from t4bench.run_env import RunEnvironment
 
@@ -115,6 +120,8 @@ class RunTracker:
         self.tracking_uri = tracking_uri
         self.client = MlflowClient(tracking_uri) if tracking_uri else None
         self.run_id = run_id
+        self.system_metrics_interval_s: float | None = system_metrics.DEFAULT_INTERVAL_S
+        self._system_metrics: system_metrics.Monitor | None = None
 
     @classmethod
     def disabled(cls) -> RunTracker:
@@ -125,17 +132,24 @@ class RunTracker:
         return self.client is not None
 
     def ensure_experiment(self, name: str) -> str:
+        """The experiment's id; made classic-ML with a description if it is new, given them if it
+        lacks them (an experiment made before, or by hand: its own values are kept)."""
         assert self.client is not None and self.tracking_uri is not None
         found = self.client.get_experiment_by_name(name)
-        if found is not None:
-            return found.experiment_id
-        try:
-            return self.client.create_experiment(name, artifact_location=_artifact_location(self.tracking_uri, name))
-        except Exception:  # another process created it in between (parallel sweep workers)
-            found = self.client.get_experiment_by_name(name)
-            if found is None:
-                raise
-            return found.experiment_id
+        if found is None:
+            try:
+                return self.client.create_experiment(
+                    name,
+                    artifact_location=_artifact_location(self.tracking_uri, name),
+                    tags=experiments.tags_for(name),
+                )
+            except Exception:  # another process created it in between (parallel sweep workers)
+                found = self.client.get_experiment_by_name(name)
+                if found is None:
+                    raise
+        for key, value in experiments.missing_tags(name, found.tags).items():
+            self.client.set_experiment_tag(found.experiment_id, key, value)
+        return found.experiment_id
 
     def start(self, cfg: DictConfig, env: RunEnvironment, tags: Mapping[str, str]) -> str:
         """Create the run (or adopt `self.run_id` made by a launcher) and log config + tags."""
@@ -152,6 +166,7 @@ class RunTracker:
         else:  # a run made by a launcher (mlflow run): give it the contract's name too
             self.client.update_run(self.run_id, name=str(cfg.tracking.run_name or default_run_name(cfg, env)))
             self.set_tags(tags)
+        self.system_metrics_interval_s = system_metrics.interval_from(cfg)
         params = flatten(resolved_config(cfg, env))
         for where in ("resume", "checkpoint.dir"):  # a resumed run changes them: not what ran
             params.pop(where, None)
@@ -162,6 +177,7 @@ class RunTracker:
         self._log_batch(tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
     def log_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None:
+        self._monitor_system()
         now = int(time.time() * 1000)
         self._log_batch(metrics=[Metric(k, float(v), now, step) for k, v in metrics.items()])
 
@@ -174,8 +190,21 @@ class RunTracker:
 
     def end(self, status: str) -> None:
         """FINISHED, FAILED or KILLED — never left RUNNING."""
+        if self._system_metrics is not None:  # its last points land before the run closes
+            self._system_metrics.finish()
+            self._system_metrics = None
         if self.client is not None and self.run_id:
             self.client.set_terminated(self.run_id, status=status)
+
+    def _monitor_system(self) -> None:
+        """MLflow's system-metrics monitor on this run, from the first metrics this process logs.
+        The process that logs a run's metrics is the one training it: a launcher that only makes
+        the run (runner._spawn_ranks) logs none, so one monitor runs per run, on the trainer."""
+        if self._system_metrics is not None or self.client is None or not self.run_id:
+            return
+        assert self.tracking_uri is not None
+        self._system_metrics = system_metrics.start(self.tracking_uri, self.run_id, self.system_metrics_interval_s)
+        self.set_tags(self._system_metrics.tags())
 
     def _log_batch(
         self,

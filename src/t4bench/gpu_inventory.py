@@ -1,0 +1,68 @@
+"""The GPU inventory a telemetry run records as tags (names, driver, CUDA, PCIe link, memory,
+power limit), read through NVML (`pynvml`, from nvidia-ml-py); split from `t4bench.telemetry`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+from t4bench import mlflow_names
+
+
+def nvml_try(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)`, or None where the GPU does not support the query (NVML raises then)."""
+    try:
+        return fn(*args)
+    except Exception:  # NVMLError_NotSupported and friends: that field stays None
+        return None
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def inventory(nvml: ModuleType, handles: Sequence[Any]) -> dict[str, str]:
+    """Tags: GPU names, driver, CUDA driver version, PCIe link, memory, power limit."""
+    gpu = mlflow_names.GPU_PREFIX
+    tags: dict[str, str] = {f"{gpu}count": str(len(handles))}
+    names = [_text(nvml_try(nvml.nvmlDeviceGetName, h)) for h in handles]
+    tags[f"{gpu}names"] = ", ".join(names)
+    driver = nvml_try(nvml.nvmlSystemGetDriverVersion)
+    if driver is not None:
+        tags[f"{gpu}driver"] = _text(driver)
+    cuda = nvml_try(nvml.nvmlSystemGetCudaDriverVersion)
+    if cuda:
+        tags[f"{gpu}cuda_driver"] = f"{int(cuda) // 1000}.{int(cuda) % 1000 // 10}"
+    links, memory, limits = [], [], []
+    for i, h in enumerate(handles):
+        gen, width = (
+            nvml_try(nvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
+            nvml_try(nvml.nvmlDeviceGetCurrPcieLinkWidth, h),
+        )
+        max_gen, max_width = (
+            nvml_try(nvml.nvmlDeviceGetMaxPcieLinkGeneration, h),
+            nvml_try(nvml.nvmlDeviceGetMaxPcieLinkWidth, h),
+        )
+        if gen is not None:
+            links.append(f"gpu{i} gen{gen} x{width} (max gen{max_gen} x{max_width})")
+        info = nvml_try(nvml.nvmlDeviceGetMemoryInfo, h)
+        if info is not None:
+            memory.append(f"{info.total / 2**30:.0f}")
+        limit = nvml_try(nvml.nvmlDeviceGetEnforcedPowerLimit, h)
+        if limit is not None:
+            limits.append(f"{limit / 1000:.0f}")
+    if links:
+        tags[f"{gpu}pcie"] = "; ".join(links)
+    if memory:
+        tags[f"{gpu}memory_gib"] = ", ".join(memory)
+    if limits:
+        tags[f"{gpu}power_limit_w"] = ", ".join(limits)
+    try:
+        import torch
+
+        if torch.version.cuda:
+            tags[f"{gpu}cuda_runtime"] = str(torch.version.cuda)
+    except ImportError:
+        pass
+    return tags
