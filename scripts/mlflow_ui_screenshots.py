@@ -1,0 +1,97 @@
+"""Screenshots of the MLflow UI on t4bench runs (docs/img/mlflow_ui_*.png), from a running server.
+
+    pip install playwright          # the Python package only: the browser is Debian's chromium
+    mlflow server --backend-store-uri sqlite:///mlflow.db --port 5077 &
+    python scripts/mlflow_ui_screenshots.py --url http://127.0.0.1:5077 --experiment t4bench-ncf
+
+Writes the experiment's runs page (the sweep's parent run expanded) and one training run's System
+metrics tab. `?workflowType=machine_learning` opens MLflow 3's "Model training" side of the UI
+(its default side is GenAI, whatever the experiment's kind).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+from playwright.sync_api import Page, sync_playwright
+
+ML_VIEW = "workflowType=machine_learning"
+#: the columns a time-to-train comparison reads (docs/mlflow_ui.md)
+SHOWN_COLUMNS = ["t4bench.outcome", "epochs_run", "time_to_train_s", "eval_quality", "avg_throughput"]
+
+
+def close_assistant(page: Page) -> None:
+    close = page.locator('[data-component-id="mlflow.assistant.chat_panel.close"]')
+    if close.count():
+        close.first.click()
+
+
+def choose_columns(page: Page, hide: list[str], show: list[str]) -> None:
+    """Tick/untick runs-table columns in the Columns selector (a user's per-browser choice)."""
+    page.get_by_role("button", name="Columns").click()
+    dialog = page.locator("[role=dialog]")
+    search = dialog.get_by_placeholder("Search columns")
+    for name in [*hide, *show]:
+        search.fill(name)
+        dialog.get_by_text(name, exact=True).first.click()
+    page.keyboard.press("Escape")
+
+
+def widen_name_column(page: Page, by_px: int) -> None:
+    header = page.locator(".ag-header-cell", has_text="Run Name").first
+    handle = header.locator(".ag-header-cell-resize").first
+    box = handle.bounding_box()
+    if box is not None:
+        x, y = box["x"] + 2, box["y"] + box["height"] / 2  # its left part: the right half is the next header
+        page.mouse.move(x, y)
+        page.mouse.down()
+        page.mouse.move(x + by_px, y, steps=8)
+        page.mouse.up()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default="http://127.0.0.1:5077")
+    parser.add_argument("--experiment", default="t4bench-ncf")
+    parser.add_argument("--out", type=Path, default=Path("docs/img"))
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    args = parser.parse_args()
+
+    client = MlflowClient(args.url)
+    experiment = client.get_experiment_by_name(args.experiment)
+    if experiment is None:
+        raise SystemExit(f"mlflow_ui_screenshots: error: no experiment {args.experiment!r} at {args.url}")
+    exp_id = experiment.experiment_id
+    training = client.search_runs([exp_id], filter_string="tags.`t4bench.model` != ''", order_by=["start_time DESC"])
+    run = next(r for r in training if "t4bench.sweep_role" not in r.data.tags)
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=args.chromium, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1400, "height": 820})
+        page.goto(f"{args.url}/#/experiments/{exp_id}/runs?{ML_VIEW}")
+        page.wait_for_selector("text=Run Name", timeout=60_000)
+        close_assistant(page)
+        expanders = page.locator('[data-component-id$="runnamecellrenderer.tsx_46"]')
+        for i in range(expanders.count()):  # show the runs nested under each sweep parent
+            expanders.nth(i).click()
+        choose_columns(page, hide=["Dataset", "Source", "Models"], show=SHOWN_COLUMNS)
+        widen_name_column(page, 90)
+        page.mouse.move(5, 5)
+        page.wait_for_timeout(1500)
+        page.screenshot(path=str(args.out / "mlflow_ui_runs.png"))
+
+        page.goto(f"{args.url}/#/experiments/{exp_id}/runs/{run.info.run_id}/system-metrics?{ML_VIEW}")
+        page.wait_for_selector("text=system/", timeout=60_000)
+        close_assistant(page)
+        page.mouse.move(5, 5)  # no chart toolbar under the pointer
+        page.wait_for_timeout(2500)  # the charts draw after the metric histories load
+        page.screenshot(path=str(args.out / "mlflow_ui_system_metrics.png"))
+        browser.close()
+    print(f"wrote {args.out}/mlflow_ui_runs.png and mlflow_ui_system_metrics.png (run {run.info.run_name})")
+
+
+if __name__ == "__main__":
+    main()
