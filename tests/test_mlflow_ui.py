@@ -1,0 +1,184 @@
+"""The MLflow UI on t4bench runs: a real `python -m t4bench --multirun` (2 NCF mini seeds, one
+epoch) writes a real SQLite store, a real `mlflow server` serves it, and the checks read it
+through the REST API (MlflowClient on http://127.0.0.1:<port>) and, where Debian's chromium is
+installed (`scripts/setup.sh --all`), through the UI itself in a headless browser."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from t4bench import experiments, system_metrics
+from t4bench.tracking import RunTracker
+
+REPO = Path(__file__).resolve().parents[1]
+DATA_ROOT = Path(os.environ.get("T4BENCH_DATA_DIR", REPO / "data")).resolve()
+EXPERIMENT = "t4bench-ncf"
+SEEDS = (1, 2)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store made by a real 2-seed NCF mini multirun (a sweep parent and two training runs)."""
+    root = tmp_path_factory.mktemp("mlflow_ui")
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
+        "T4BENCH_DATA_DIR": str(DATA_ROOT),
+        "OMP_NUM_THREADS": "1",
+        # MLflow's own knob: one-epoch minis train for ~2 s, the default 2 s would log one sample
+        "MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL": "0.5",
+    }
+    seeds = ",".join(map(str, SEEDS))
+    argv = ["--multirun", "model=ncf", "max_epochs=1", f"seed={seeds}", "progress=off", f"hydra.sweep.dir={root}/sweep"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "t4bench", *argv], cwd=root, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(store: Path) -> Iterator[str]:
+    """A real `mlflow server` on the store; its URL."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{store / 'mlflow.db'}"]
+    cmd += ["--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    log = (store / "server.log").open("w")
+    # its own session: the server starts a uvicorn child, both end with the group
+    proc = subprocess.Popen(cmd, cwd=store, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None, (store / "server.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "mlflow server did not answer /health in 90 s"
+            time.sleep(0.5)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+        log.close()
+
+
+def _runs(client: MlflowClient) -> tuple[Any, list[Any], Any]:
+    experiment = client.get_experiment_by_name(EXPERIMENT)
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id])
+    parents = [r for r in runs if r.data.tags.get("t4bench.sweep_role") == "parent"]
+    assert len(parents) == 1, [r.info.run_name for r in runs]
+    return experiment, [r for r in runs if r not in parents], parents[0]
+
+
+@pytest.mark.slow
+def test_experiment_is_classic_ml_with_a_description(server: str) -> None:
+    experiment, _, _ = _runs(MlflowClient(server))
+    assert experiment.tags[experiments.KIND_TAG] == "custom_model_development"
+    note = experiment.tags[experiments.DESCRIPTION_TAG]
+    assert "`ncf`" in note and "time_to_train_s" in note and "System metrics" in note
+
+
+@pytest.mark.slow
+def test_sweep_parent_carries_the_fixed_config_and_the_runs_nest_under_it(server: str) -> None:
+    _, training, parent = _runs(MlflowClient(server))
+    tags = parent.data.tags
+    assert (tags["t4bench.model"], tags["t4bench.hw"], tags["t4bench.hw_count"], tags["t4bench.scale"]) == (
+        "ncf",
+        "cpu",
+        "1",
+        "mini",
+    )
+    assert parent.info.run_name.startswith("sweep-ncf-seeds-")
+    params = parent.data.params
+    assert params["max_epochs"] == "1" and "model.optimizer.lr" in params and "seed" not in params
+    assert sorted(r.info.run_name for r in training) == [f"ncf-mini-cpux1-seed{s}" for s in SEEDS]
+    assert {r.data.tags["mlflow.parentRunId"] for r in training} == {parent.info.run_id}
+
+
+@pytest.mark.slow
+def test_training_runs_log_system_metrics(server: str) -> None:
+    client = MlflowClient(server)
+    _, training, parent = _runs(client)
+    for run in training:
+        assert run.data.tags[system_metrics.TAG].startswith("on: MLflow SystemMetricsMonitor"), run.data.tags
+        cpu = client.get_metric_history(run.info.run_id, "system/cpu_utilization_percentage")
+        assert len(cpu) >= 2, cpu
+        assert "system/system_memory_usage_megabytes" in run.data.metrics
+        assert "time_to_train_s" in run.data.metrics  # MLflow's series come beside ours, not instead
+    assert not [k for k in parent.data.metrics if k.startswith("system/")]  # a parent trains nothing
+
+
+@pytest.mark.slow
+def test_the_ui_renders_the_experiment_in_a_headless_browser(server: str, tmp_path: Path) -> None:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("no chromium here (Debian package `chromium`, installed by scripts/setup.sh --all)")
+    experiment, _, parent = _runs(MlflowClient(server))
+    page = f"{server}/#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path}"]
+    dom = subprocess.run(
+        [chromium, *flags, "--virtual-time-budget=20000", "--dump-dom", page],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    ).stdout
+    assert EXPERIMENT in dom, dom[-2000:]
+    assert "time-to-train runs of" in dom  # the description, rendered from its Markdown
+    assert parent.info.run_name in dom  # the runs table: the sweep's parent run
+
+
+def test_an_existing_experiment_gets_the_kind_and_description_it_lacks(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    bare = client.create_experiment("t4bench-gnmt")
+    chosen = client.create_experiment("t4bench-ssd", tags={experiments.KIND_TAG: "genai_development"})
+    guessed = client.create_experiment("t4bench-resnet50", tags={experiments.KIND_TAG: "genai_development_inferred"})
+    for name in ("t4bench-gnmt", "t4bench-ssd", "t4bench-resnet50"):
+        RunTracker(uri).ensure_experiment(name)
+    kinds = {e: client.get_experiment(e).tags.get(experiments.KIND_TAG) for e in (bare, chosen, guessed)}
+    assert kinds == {bare: "custom_model_development", chosen: "genai_development", guessed: "custom_model_development"}
+    assert "`gnmt`" in client.get_experiment(bare).tags[experiments.DESCRIPTION_TAG]
+
+
+def test_system_metrics_switches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    run = client.create_run(client.create_experiment("switches"))
+    off = system_metrics.start(uri, run.info.run_id, None)
+    assert off.tags()[system_metrics.TAG].startswith("off: disabled")
+    monkeypatch.setenv("MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING", "false")
+    assert (
+        "MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING"
+        in system_metrics.start(uri, run.info.run_id, 1.0).tags()[system_metrics.TAG]
+    )
+    monkeypatch.delenv("MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING")
+    monkeypatch.delenv("MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL", raising=False)
+    on = system_metrics.start(uri, run.info.run_id, 0.2)
+    time.sleep(1.0)
+    on.finish()
+    assert on.tags()[system_metrics.TAG].startswith("on: MLflow SystemMetricsMonitor every 0.2 s (cpu, disk, network")
+    assert len(client.get_metric_history(run.info.run_id, "system/cpu_utilization_percentage")) >= 2
