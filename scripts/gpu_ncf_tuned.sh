@@ -7,7 +7,8 @@
 #   NCF_JOBS=12 bash scripts/gpu_ncf_tuned.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-work=${NCF_WORK:-$PWD/multirun/ncf_tuned}
+sweep=${SWEEP:-ncf_tuned}
+work=${NCF_WORK:-$PWD/multirun/$sweep}
 jobs=${NCF_JOBS:-12}
 seeds=${HELDOUT:-1000-1019}
 mkdir -p "$work"
@@ -16,7 +17,7 @@ uri="sqlite:///$work/mlflow.db"
 common=("tracking.uri=$uri" "hydra.sweep.dir=$work/sweep")
 PY=${PYTHON:-python3}
 echo "== sweep ($(date +%T), $jobs workers)"
-$PY -m t4bench --multirun +sweeps=ncf_tuned "hydra.sweeper.n_jobs=$jobs" "${common[@]}" >"$work/sweep.log" 2>&1 \
+$PY -m t4bench --multirun "+sweeps=$sweep" "hydra.sweeper.n_jobs=$jobs" "${common[@]}" >"$work/sweep.log" 2>&1 \
   || { echo "sweep exited $?"; tail -20 "$work/sweep.log"; exit 1; }
 tail -3 "$work/sweep.log"
 validate() { $PY -m t4bench.sweep.validate --sweep-dir "$work/sweep" --seeds "$1" "tracking.uri=$uri"; }
