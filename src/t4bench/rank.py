@@ -73,7 +73,8 @@ class RankRecords:
         main = env.is_main
         self.cfg, self.env, self.output_dir = cfg, env, output_dir
         self.tracker = RunTracker(str(cfg.tracking.uri), run_id) if main else RunTracker.disabled()
-        self.progress = ProgressReporter(str(cfg.progress), enabled=main)
+        budget = None if cfg.input.synthetic else int(cfg.max_epochs)  # throughput runs have no epochs
+        self.progress = ProgressReporter(str(cfg.progress), enabled=main, max_epochs=budget)
         self.mlperf = WindowedLog(output_dir / names.MLPERF_LOG_FILE if main else None, str(cfg.model.name))
         self.callbacks = [instantiate(c) for c in (cfg.callbacks or {}).values()] if main else []
         self.telemetry: telemetry.Telemetry = telemetry.Off("not rank 0")

@@ -1,0 +1,127 @@
+"""The command line: progress lines (epoch k/N, evaluation number, ETA), `--help` and `--cfg job`
+content and what they import. Their speed is printed by scripts/bench_cli.sh, never asserted."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from t4bench import progress
+from t4bench.progress import ProgressReporter, duration
+
+REPO = Path(__file__).resolve().parents[1]
+METRICS = {"train_loss": 0.25, "eval_quality": 0.61, "eval_hr_at_10": 0.61, "throughput": 1234.0, "epoch_time_s": 1.5}
+
+
+def plain(max_epochs: int | None) -> tuple[ProgressReporter, io.StringIO]:
+    reporter = ProgressReporter("plain", max_epochs=max_epochs)
+    out = io.StringIO()
+    reporter.console = Console(file=out, highlight=False, soft_wrap=True)
+    return reporter, out
+
+
+def test_duration_reads_like_a_clock() -> None:
+    assert [duration(s) for s in (0.4, 42, 185, 7620, -3)] == ["0s", "42s", "3m05s", "2h07m", "0s"]
+
+
+def test_each_evaluation_shows_epoch_of_budget_eval_number_and_an_eta_to_the_budget() -> None:
+    reporter, out = plain(max_epochs=5)
+    for epoch in (1, 2):
+        reporter.epoch_start(epoch, 10)
+        time.sleep(0.2)
+        reporter.epoch_end(epoch, METRICS, "samples/s")
+    first, second = out.getvalue().splitlines()
+    assert first.startswith("epoch   1/5  eval 1  train_loss 0.2500  eval_quality 0.6100")
+    assert second.startswith("epoch   2/5  eval 2  ")
+    assert "throughput 1,234 samples/s  time 1.5s  eta <= " in second and second.endswith("(to epoch 5)")
+    # 2 epochs in >= 0.4 s: 3 more take at least 0.6 s (an upper bound: the run may converge first)
+    eta = reporter.eta_to_max_epochs(2.0)
+    assert eta is not None and 0.6 <= eta < 30
+
+
+def test_fractional_epochs_and_the_last_epoch() -> None:
+    reporter, out = plain(max_epochs=2)
+    reporter.epoch_start(1, 5)
+    reporter.epoch_end(0.5, METRICS, "samples/s")
+    reporter.epoch_start(2, 5)
+    reporter.epoch_end(2, METRICS, "samples/s")
+    half, last = out.getvalue().splitlines()
+    assert half.startswith("epoch 0.5/2  eval 1  ") and "eta <= " in half
+    assert last.startswith("epoch   2/2  eval 2  ") and "eta" not in last  # nothing left to estimate
+
+
+def test_a_resumed_run_paces_from_its_first_epoch_here() -> None:
+    reporter, _ = plain(max_epochs=10)
+    reporter.epoch_start(6, 10)  # epochs 1-5 ran in an earlier process
+    time.sleep(0.1)
+    eta = reporter.eta_to_max_epochs(6.0)
+    assert eta is not None and 0.4 <= eta < 20  # 4 epochs left at >= 0.1 s each, not 4 x 0.1/6
+
+
+def test_no_budget_no_fraction_no_eta() -> None:
+    reporter, out = plain(max_epochs=None)  # a throughput run (input=synthetic)
+    reporter.epoch_start(1, 10)
+    reporter.epoch_end(1, METRICS, "samples/s")
+    assert out.getvalue().startswith("epoch   1  eval 1  ") and "eta" not in out.getvalue()
+
+
+def test_plain_logs_get_step_lines_within_long_epochs(monkeypatch: pytest.MonkeyPatch) -> None:
+    reporter, out = plain(max_epochs=3)
+    reporter.epoch_start(2, 400)
+    reporter.batch_done(0.5, 900.0, "samples/s", steps=20)
+    assert out.getvalue() == ""  # not before PLAIN_STEP_LINE_S seconds of the epoch
+    monkeypatch.setattr(progress, "PLAIN_STEP_LINE_S", 0.0)
+    time.sleep(0.01)
+    reporter.batch_done(0.5, 900.0, "samples/s", steps=100)
+    line = out.getvalue().strip()
+    assert line.startswith("epoch   2/3  step 100/400  loss 0.5000  900 samples/s  eta ")
+
+
+def test_bar_takes_the_step_count_the_loop_read_at() -> None:
+    reporter = ProgressReporter("bar", max_epochs=4)
+    reporter.console = Console(file=io.StringIO(), force_terminal=True, width=120, record=True)
+    reporter.epoch_start(3, 100)
+    reporter.batch_done(0.7, 500.0, "samples/s", steps=40)  # every LOSS_READ_INTERVAL steps, not each
+    reporter.batch_done(0.6, 500.0, "samples/s", steps=60)
+    reporter.epoch_end(3, METRICS, "samples/s")
+    shown = reporter.console.export_text()
+    assert "epoch   3/4 " in shown and " 60/100 loss 0.6000  500 samples/s" in shown and " eta " in shown
+    assert "\nepoch   3/4  eval 1  train_loss 0.2500" in shown  # the evaluation line after the bar
+
+
+def t4bench(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "t4bench", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def imported(stderr: str) -> set[str]:
+    return {line.split("|")[-1].strip().split(".")[0] for line in stderr.splitlines() if line.startswith("import time")}
+
+
+def test_help_lists_the_groups_and_loads_no_framework() -> None:
+    proc = t4bench("--help")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "model: gnmt, maskrcnn, ncf, resnet50, ssd, transformer" in proc.stdout
+    assert "hw: " in proc.stdout and "input: real, synthetic" in proc.stdout
+    assert not imported(proc.stderr) & {"torch", "mlflow", "tensorflow", "optuna"}
+
+
+def test_cfg_job_prints_the_composed_config_and_loads_no_framework() -> None:
+    proc = t4bench("--cfg", "job", "model=gnmt", "max_epochs=3")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "name: gnmt" in proc.stdout and "max_epochs: 3" in proc.stdout
+    assert not imported(proc.stderr) & {"torch", "mlflow", "tensorflow", "optuna"}
