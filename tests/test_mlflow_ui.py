@@ -182,3 +182,13 @@ def test_system_metrics_switches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     on.finish()
     assert on.tags()[system_metrics.TAG].startswith("on: MLflow SystemMetricsMonitor every 0.2 s (cpu, disk, network")
     assert len(client.get_metric_history(run.info.run_id, "system/cpu_utilization_percentage")) >= 2
+
+
+def test_a_sweep_parent_of_hw_auto_is_tagged_with_the_profile_its_runs_train_on() -> None:
+    from t4bench import hardware
+    from t4bench.sweep.sweep_runs import config_tags
+    from tests.conftest import compose
+
+    tags = config_tags(compose(["hw=auto", "model=gnmt"]))
+    assert tags["t4bench.hw"] == hardware.profile_for(hardware.detect()) != "auto"  # "cpu" on a CPU host
+    assert tags["t4bench.model"] == "gnmt" and tags["t4bench.hw_count"] == "1"

@@ -47,7 +47,19 @@ def config_tags(config: DictConfig) -> dict[str, str]:
         value = OmegaConf.select(config, key, default=None)
         if value is not None:
             out[tag] = str(value)
+    if out.get(names.HW) == "auto":  # the profile the jobs resolve it to, so parent and runs agree
+        out[names.HW] = detected_profile()
     return out
+
+
+def detected_profile() -> str:
+    """The hw profile `hw=auto` picks on this machine (where the sweep's jobs run); "auto" if none."""
+    from t4bench import hardware
+
+    try:
+        return hardware.profile_for(hardware.detect())
+    except Exception:  # no profile matches: each job fails with the one-line reason itself
+        return "auto"
 
 
 def fixed_params(config: DictConfig, searched: Sequence[str], fixed_overrides: Sequence[str]) -> dict[str, str]:
