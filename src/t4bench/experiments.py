@@ -41,9 +41,10 @@ def description(name: str) -> str:
     )
 
 
-def tags_for(name: str) -> dict[str, str]:
-    """The tags a new experiment `name` is created with."""
-    return {KIND_TAG: CLASSIC_ML_KIND, DESCRIPTION_TAG: description(name)}
+def tags_for(name: str, text: str | None = None) -> dict[str, str]:
+    """The tags a new experiment `name` is created with; `text`: a description other than the
+    training experiments' (e.g. for the reports' experiment)."""
+    return {KIND_TAG: CLASSIC_ML_KIND, DESCRIPTION_TAG: text or description(name)}
 
 
 def _unset_kind(value: str | None) -> bool:
