@@ -192,3 +192,40 @@ def test_a_sweep_parent_of_hw_auto_is_tagged_with_the_profile_its_runs_train_on(
     tags = config_tags(compose(["hw=auto", "model=gnmt"]))
     assert tags["t4bench.hw"] == hardware.profile_for(hardware.detect()) != "auto"  # "cpu" on a CPU host
     assert tags["t4bench.model"] == "gnmt" and tags["t4bench.hw_count"] == "1"
+
+
+def test_system_metrics_interval_from_the_config() -> None:
+    from omegaconf import OmegaConf
+
+    from t4bench.errors import T4BenchError
+
+    def interval(value: object) -> float | None:
+        return system_metrics.interval_from(OmegaConf.create({"tracking": {system_metrics.CONFIG_KEY: value}}))
+
+    assert system_metrics.interval_from(OmegaConf.create({"tracking": {}})) == system_metrics.DEFAULT_INTERVAL_S
+    assert (interval(0.5), interval(0), interval(None)) == (0.5, None, None)
+    for bad in ("often", -1, float("nan")):
+        with pytest.raises(T4BenchError, match="system_metrics_interval_s"):
+            interval(bad)
+
+
+def test_a_bad_interval_is_one_line_before_any_run(tmp_path: Path) -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "T4BENCH_DATA_DIR": str(DATA_ROOT)}
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    overrides = ["max_epochs=1", "+tracking.system_metrics_interval_s=often", f"tracking.uri={uri}"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "t4bench", *overrides, f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    # (MLflow itself logs two INFO lines when it makes the new store)
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "t4bench: error: tracking.system_metrics_interval_s='often': give seconds between samples, or 0 for none"
+    )
+    found = MlflowClient(uri).get_experiment_by_name(EXPERIMENT)
+    assert found is None or not MlflowClient(uri).search_runs([found.experiment_id])

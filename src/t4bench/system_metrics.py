@@ -16,6 +16,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from t4bench.errors import T4BenchError
+
 #: the run tag that says whether MLflow's monitor runs ("on: ..." / "off: <reason>")
 TAG = "t4bench.system_metrics"
 #: seconds between samples (each one logged); MLflow's default of 10 s leaves a short run with none
@@ -25,12 +27,17 @@ CONFIG_KEY = "system_metrics_interval_s"
 
 
 def interval_from(cfg: DictConfig) -> float | None:
-    """`tracking.system_metrics_interval_s` (default DEFAULT_INTERVAL_S); None when 0 or null."""
+    """`tracking.system_metrics_interval_s` (default DEFAULT_INTERVAL_S); None when 0 or null.
+    Raises a one-line T4BenchError for a value that is not a number of seconds."""
     tracking = cfg.get("tracking") or {}
     value = tracking.get(CONFIG_KEY, DEFAULT_INTERVAL_S)
-    if value is None or float(value) <= 0:
-        return None
-    return float(value)
+    try:
+        seconds = 0.0 if value is None else float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if seconds < 0 or seconds != seconds:  # negative, NaN or not a number
+        raise T4BenchError(f"tracking.{CONFIG_KEY}={value!r}: give seconds between samples, or 0 for none")
+    return seconds or None
 
 
 class Monitor:

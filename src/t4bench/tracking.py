@@ -155,6 +155,7 @@ class RunTracker:
         """Create the run (or adopt `self.run_id` made by a launcher) and log config + tags."""
         if self.client is None:
             return ""
+        self.system_metrics_interval_s = system_metrics.interval_from(cfg)  # a bad value: before any run
         if self.run_id is None:
             experiment_id = self.ensure_experiment(str(cfg.tracking.experiment))
             run = self.client.create_run(
@@ -166,7 +167,6 @@ class RunTracker:
         else:  # a run made by a launcher (mlflow run): give it the contract's name too
             self.client.update_run(self.run_id, name=str(cfg.tracking.run_name or default_run_name(cfg, env)))
             self.set_tags(tags)
-        self.system_metrics_interval_s = system_metrics.interval_from(cfg)
         params = flatten(resolved_config(cfg, env))
         for where in ("resume", "checkpoint.dir"):  # a resumed run changes them: not what ran
             params.pop(where, None)
