@@ -133,22 +133,24 @@ def test_training_runs_log_system_metrics(server: str) -> None:
 
 
 @pytest.mark.slow
-def test_the_ui_renders_the_experiment_in_a_headless_browser(server: str, tmp_path: Path) -> None:
+def test_the_ui_renders_the_runs_and_system_metrics_in_a_headless_browser(server: str, tmp_path: Path) -> None:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.skip("no chromium here (Debian package `chromium`, installed by scripts/setup.sh --all)")
-    experiment, _, parent = _runs(MlflowClient(server))
-    page = f"{server}/#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path}"]
-    dom = subprocess.run(
-        [chromium, *flags, "--virtual-time-budget=20000", "--dump-dom", page],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    ).stdout
-    assert EXPERIMENT in dom, dom[-2000:]
-    assert "time-to-train runs of" in dom  # the description, rendered from its Markdown
-    assert parent.info.run_name in dom  # the runs table: the sweep's parent run
+    experiment, training, parent = _runs(MlflowClient(server))
+    exp_page = f"{server}/#/experiments/{experiment.experiment_id}"
+
+    def dom(page: str) -> str:
+        flags = ["--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path}"]
+        argv = [chromium, *flags, "--virtual-time-budget=20000", "--dump-dom", f"{page}?workflowType=machine_learning"]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=180).stdout
+
+    runs = dom(f"{exp_page}/runs")
+    assert EXPERIMENT in runs, runs[-2000:]
+    assert "time-to-train runs of" in runs  # the description, rendered from its Markdown
+    assert parent.info.run_name in runs  # the runs table: the sweep's parent run
+    charts = dom(f"{exp_page}/runs/{training[0].info.run_id}/system-metrics")
+    assert "System metrics" in charts and "cpu_utilization_percentage" in charts, charts[-2000:]
 
 
 def test_an_existing_experiment_gets_the_kind_and_description_it_lacks(tmp_path: Path) -> None:
