@@ -27,8 +27,14 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-#: per-GPU series every telemetry run must log (telemetry.gpu0.<name>)
-GPU_SERIES = ("util_pct", "mem_used_gb", "power_w", "temp_c", "sm_clock_mhz")
+#: per-GPU series every telemetry run must log (system/gpu_0_<name>): MLflow's monitor's, then ours
+GPU_SERIES = (
+    "utilization_percentage",
+    "memory_usage_megabytes",
+    "power_usage_watts",
+    "temperature_celsius",
+    "sm_clock_megahertz",
+)
 
 
 @dataclass
@@ -176,7 +182,7 @@ class Checks:
         energy, power = metrics.get("energy_to_train_kj", 0.0), metrics.get("avg_power_w", 0.0)
         idle = self.idle_power_w or 0.0
         series = {
-            name: len(self.client.get_metric_history(run.info.run_id, f"telemetry.gpu0.{name}")) for name in GPU_SERIES
+            name: len(self.client.get_metric_history(run.info.run_id, f"system/gpu_0_{name}")) for name in GPU_SERIES
         }
         inventory = {k.removeprefix("t4bench.gpu."): v for k, v in tags.items() if k.startswith("t4bench.gpu.")}
         self.add(
@@ -209,6 +215,7 @@ class Checks:
             f"hw={self.args.hw}",
             "max_epochs=3",
             "hw.telemetry.interval_s=0.5",
+            "tracking.system_metrics_interval_s=0.5",
             "+tracking.tags.check=mini",
             name="mini",
         )

@@ -77,8 +77,9 @@ ENERGY_TO_TRAIN_KJ = "energy_to_train_kj"
 AVG_POWER_W = "avg_power_w"
 MAX_TEMP_C = "max_temp_c"
 THROTTLED_FRACTION = "throttled_fraction"
-#: prefix of the per-GPU telemetry series: telemetry.gpu<i>.<field>
-TELEMETRY_SERIES_PREFIX = "telemetry.gpu"
+#: prefix of the per-GPU series (MLflow's system metrics and t4bench.telemetry's):
+#: system/gpu_<NVML index>_<what>_<unit>, charted in the run page's System metrics tab
+TELEMETRY_SERIES_PREFIX = "system/gpu_"
 
 # --- artifacts --------------------------------------------------------------------------------
 RESOLVED_CONFIG_FILE = "resolved_config.yaml"

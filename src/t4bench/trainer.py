@@ -88,12 +88,12 @@ class Trainer:
             loss_sum += loss.double()
             n_batches += 1
             units += batch_units
-            if n_batches % self.perf.loss_read_interval == 0 or progress.mode == "bar":
+            if n_batches % self.perf.loss_read_interval == 0:  # a read waits for the GPU: never each step
                 value = float(loss)
                 if self.ctx.world_size == 1:  # ranks decide together below, never one alone
                     self.guard.check(value)
                 elapsed = time.perf_counter() - started
-                progress.batch_done(value, units * self.ctx.world_size / elapsed, unit)
+                progress.batch_done(value, units * self.ctx.world_size / elapsed, unit, steps=n_batches)
         if self.ctx.device.type == "cuda":
             torch.cuda.synchronize(self.ctx.device)
         train_time = time.perf_counter() - started

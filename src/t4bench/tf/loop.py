@@ -152,7 +152,7 @@ def train_to_target(bench: Benchmark, cfg: DictConfig, ctx: TFContext, services:
                     EPOCH_METRIC: epochs_done,
                 }
                 services.logger.log_epoch(evaluation, metrics)
-                progress.epoch_end(_mllog_epoch(epochs_done), metrics, unit)  # type: ignore[arg-type]
+                progress.epoch_end(_mllog_epoch(epochs_done), metrics, unit)
                 if reached_target(quality, target):
                     outcome, epochs_to_converge = names.OUTCOME_CONVERGED, epochs_done
                     break

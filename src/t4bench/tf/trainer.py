@@ -152,10 +152,10 @@ class KerasTrainer:
             if self.steps <= self.guard.reference_steps:  # the rule's reference: the first losses
                 self._first_losses.append(float(losses[-1]))
                 self.guard.set_reference(self._first_losses)
-            if len(losses) % LOSS_READ_INTERVAL == 0 or progress.mode == "bar":
+            if len(losses) % LOSS_READ_INTERVAL == 0:  # a read waits for the device: never each step
                 loss = float(losses[-1])
                 self.guard.check(loss)
-                progress.batch_done(loss, done / (time.perf_counter() - started), unit)
+                progress.batch_done(loss, done / (time.perf_counter() - started), unit, steps=len(losses))
         mean_loss = float(tf.reduce_mean(tf.stack(losses))) if losses else float("nan")  # one sync
         self.guard.check(mean_loss)
         if self.replicas > 1:
