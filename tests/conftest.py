@@ -11,6 +11,11 @@ from pathlib import Path
 
 import pytest
 
+# torch's side first, whatever tests are selected: importing torchvision.models (torch._dynamo,
+# triton) after TensorFlow is loaded in the same process segfaults (docs/tensorflow.md), and the
+# TF tests load TensorFlow in this process
+import torchvision.models  # noqa: F401  # isort: skip
+
 REPO = Path(__file__).resolve().parents[1]
 CONF_DIR = REPO / "conf"
 DATA_ROOT = Path(os.environ.get("T4BENCH_DATA_DIR", REPO / "data")).resolve()

@@ -20,7 +20,9 @@ pytestmark = pytest.mark.slow
 TF = ("model=resnet50", "framework=tensorflow", "progress=plain")
 EXPERIMENT = "t4bench-resnet50"
 #: tags whose values (not names) differ between any two runs, and the per-framework version tags
-_RUN_SPECIFIC = ("t4bench.version.",)
+# versions differ by framework; t4bench.perf.* are the PyTorch loop's speed options (torch.compile,
+# CUDA graphs, ...), which the Keras loop does not have
+_RUN_SPECIFIC = ("t4bench.version.", "t4bench.perf.")
 
 
 def _torch_blocker(tmp_path: Path) -> tuple[dict[str, str], Path]:

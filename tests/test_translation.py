@@ -136,7 +136,7 @@ def test_scales_compose_their_data_and_targets() -> None:
     assert config("model=transformer", "scale=ding").model.target.bleu == 4.5
     reference = config("model=gnmt", "scale=reference")
     assert reference.model.target.bleu == 21.8 and reference.model.schedule.unit == "steps"
-    assert config("model=gnmt", "scale=reference", "model.mlperf_version=v06").model.target.bleu == 24.0
+    assert config("model=gnmt", "scale=reference", "scale.target_version=v0_6").model.target.bleu == 24.0
     assert config("model=transformer", "scale=reference").model.target.bleu == 25.0
     mini = config("model=gnmt")
     assert mini.model.target.bleu == MINI_TARGET["gnmt"] and mini.model.data.path == "/data/translation/mini"

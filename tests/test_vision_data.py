@@ -28,7 +28,7 @@ def cpu_ctx(tmp_path: Path) -> RunContext:
 
 
 def model_cfg(name: str, **data: object):
-    cfg = OmegaConf.create({"paths": {"data_root": "unused"}, "data": {"synthetic": False}})
+    cfg = OmegaConf.create({"paths": {"data_root": "unused"}, "input": {"synthetic": False}})
     cfg.model = OmegaConf.load(CONF / "model" / f"{name}.yaml")
     for key, value in data.items():
         OmegaConf.update(cfg, key, value)

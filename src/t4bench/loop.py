@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from omegaconf import DictConfig
 
 from t4bench import baselines, distributed
+from t4bench import mlflow_names as names
 from t4bench.benchmark import Benchmark
 from t4bench.context import RunContext
 from t4bench.divergence import Diverged
@@ -148,8 +149,8 @@ def train_to_target(
                 quality = _evaluate(trainer, mlperf, quality_key, epochs_done)
                 metrics = {
                     **stats,
-                    "eval_quality": quality[quality_key],
-                    **{f"eval_{name}": value for name, value in quality.items()},
+                    names.EVAL_QUALITY: quality[quality_key],
+                    **{f"{names.EVAL_PREFIX}{name}": value for name, value in quality.items()},
                     # time since the previous evaluation (the epoch's, with one evaluation per epoch)
                     "epoch_time_s": time.perf_counter() - started,
                     EPOCH_METRIC: epochs_done,

@@ -17,6 +17,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from t4bench import checkpoint
+from t4bench import mlflow_names as names
 from t4bench.checkpoint import CheckpointError
 
 #: what must match between the checkpoint's run and this one (config keys)
@@ -70,7 +71,7 @@ def reopen(client: Any, run_id: str, epoch: int) -> None:
     run = client.get_run(run_id)
     if run.info.status != "RUNNING":
         client.update_run(run_id, status="RUNNING")
-    client.set_tag(run_id, "t4bench.outcome", "running")
+    client.set_tag(run_id, names.OUTCOME, names.OUTCOME_RUNNING)
     client.set_tag(run_id, RESUMED_TAG, str(epoch))
 
 

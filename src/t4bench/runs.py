@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
 
 HEARTBEAT_TAG = "t4bench.heartbeat"
@@ -206,7 +207,7 @@ def repair(
         verdict = Verdict(run.info.run_id, run.info.run_name or "", run.info.experiment_id, reason, beat)
         found.append(verdict)
         if not dry_run:
-            client.set_tag(run.info.run_id, "t4bench.outcome", "killed")
+            client.set_tag(run.info.run_id, names.OUTCOME, names.OUTCOME_KILLED)
             client.set_tag(run.info.run_id, REPAIRED_TAG, reason)
             # the run ended at its last sign of life, not when the repair noticed
             client.set_terminated(run.info.run_id, status="KILLED", end_time=beat * 1000)

@@ -28,11 +28,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from t4bench import mlflow_names as names
 from t4bench.sweep.stats import quantile, sample_std
 
 AGGREGATES = ("mean", "median", "quantile", "mean_std", "max")
-EPOCHS = "epochs_to_converge"
-TIME = "time_to_train_s"
+EPOCHS = names.EPOCHS_TO_CONVERGE
+TIME = names.TIME_TO_TRAIN_S
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from t4bench import mlflow_names as names
 from t4bench.stopping import StopRun  # not t4bench.loop: that would load torch into a TensorFlow sweep
 
 PRUNED_ATTR = "t4bench_pruned_at_epoch"
@@ -86,7 +87,7 @@ class OptunaPruningReporter:
             if PRUNED_ATTR in frozen.user_attrs or frozen.state.is_finished():
                 raise StopRun("pruned", f"trial {self.trial_number} was pruned (lead seed)")
             return
-        value = intermediate_value(metrics["eval_quality"], self.target, self.direction)
+        value = intermediate_value(metrics[names.EVAL_QUALITY], self.target, self.direction)
         if not math.isfinite(value):
             return
         trial.report(value, int(epoch))

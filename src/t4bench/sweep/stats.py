@@ -12,6 +12,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from t4bench import mlflow_names as names
+
 STAT_NAMES = ("n", "n_converged", "converged_fraction", "mean", "std", "min", "max", "cv", "olympic_mean")
 
 
@@ -94,8 +96,8 @@ def describe_runs(results: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, f
         return out
 
     return {
-        "epochs_to_converge": describe(column("epochs_to_converge", True)),
-        "time_to_train_s": describe(column("time_to_train_s", True)),
+        names.EPOCHS_TO_CONVERGE: describe(column(names.EPOCHS_TO_CONVERGE, True)),
+        names.TIME_TO_TRAIN_S: describe(column(names.TIME_TO_TRAIN_S, True)),
         "epochs_run": describe(column("epochs_run", False)),
     }
 
@@ -147,7 +149,7 @@ def censored_epochs(results: Sequence[Mapping[str, Any]], default_max_epochs: fl
     from runs that never reached the target."""
     out = []
     for r in results:
-        value = float(r.get("epochs_to_converge", math.nan) or math.nan)
+        value = float(r.get(names.EPOCHS_TO_CONVERGE, math.nan) or math.nan)
         converged = bool(float(r.get("converged", 0.0) or 0.0)) or str(r.get("outcome")) == "converged"
         if converged and math.isfinite(value):
             out.append(value)

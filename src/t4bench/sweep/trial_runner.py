@@ -16,6 +16,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from t4bench import mlflow_names as names
 from t4bench.sweep import liveness
 from t4bench.sweep import space as spaces
 from t4bench.sweep.objective import RobustObjective
@@ -152,7 +153,7 @@ class TrialRunner:
         step k x evaluations per epoch."""
         if not self.prunes or self.objective.direction != "minimize":
             return
-        k = float(result.get("epochs_to_converge", math.nan))
+        k = float(result.get(names.EPOCHS_TO_CONVERGE, math.nan))
         if not math.isfinite(k):
             return
         per_epoch = max(1, round(1.0 / eval_every))
