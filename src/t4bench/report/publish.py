@@ -8,9 +8,15 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
+from t4bench import experiments
 from t4bench.report.query import REPORT_TAG
 
 REPORT_EXPERIMENT = "t4bench-reports"
+REPORT_DESCRIPTION = (
+    "Reports made by `python -m t4bench.report`: each run holds one report folder (report.md, "
+    "report.html, PNG figures) under its artifacts `report/`, and its params record the filters "
+    "that chose the training runs."
+)
 
 
 def log_report(
@@ -27,7 +33,13 @@ def log_report(
         client.log_artifacts(run_id, str(out), "report")
         return run_id
     exp = client.get_experiment_by_name(REPORT_EXPERIMENT)
-    exp_id = exp.experiment_id if exp is not None else client.create_experiment(REPORT_EXPERIMENT)
+    exp_id = (
+        exp.experiment_id
+        if exp is not None
+        else client.create_experiment(
+            REPORT_EXPERIMENT, tags=experiments.tags_for(REPORT_EXPERIMENT, REPORT_DESCRIPTION)
+        )
+    )
     run = client.create_run(exp_id, run_name=f"report-{out.resolve().name}", tags={REPORT_TAG: "1", **tags})
     status = "FAILED"
     try:
