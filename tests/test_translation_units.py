@@ -245,3 +245,36 @@ def test_bleu_is_sacrebleu_on_detokenized_text() -> None:
     assert corpus_bleu(["Das Haus ist alt .", "Der Mann liest ein Buch ."], references) == pytest.approx(100.0)
     assert 0.0 < corpus_bleu(["Das Haus ist klein.", "Der Mann liest ein Buch."], references) < 100.0
     assert corpus_bleu(["xx yy zz", "qq rr ss tt"], references) < 1.0
+
+
+def test_trivial_quality_is_the_copy_baseline_and_parallel_files_are_checked(tmp_path: Path) -> None:
+    """The translation benchmarks log the copy baseline (source as its own translation) as their
+    trivial quality, far under the mini target; unequal parallel files stop with one line."""
+    import shutil
+
+    import sacrebleu
+    import torch
+    from conftest import DATA_ROOT, compose
+
+    from t4bench.benchmark import benchmark_class
+    from t4bench.context import RunContext
+    from t4bench.data.checks import DataError
+
+    if not (DATA_ROOT / "translation" / "mini" / "train.src").is_file():
+        pytest.skip("translation mini not prepared")
+    ctx = RunContext(
+        device=torch.device("cpu"), precision="fp32", rank=0, world_size=1, local_rank=0, seed=0, data_root=DATA_ROOT
+    )
+    cfg = compose(["model=transformer", f"paths.data_root={DATA_ROOT}"])
+    bench = benchmark_class(cfg)(cfg, ctx)
+    trivial = bench.trivial_quality()
+    assert trivial["bleu"] == pytest.approx(sacrebleu.corpus_bleu(bench.test_src, [bench.test_ref]).score)
+    assert 0.0 < trivial["bleu"] < cfg.model.target.bleu / 10
+
+    broken = tmp_path / "mini"
+    shutil.copytree(DATA_ROOT / "translation" / "mini", broken)
+    lines = (broken / "test.tgt").read_text(encoding="utf-8").splitlines()
+    (broken / "test.tgt").write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")
+    cfg = compose(["model=transformer", f"model.data.path={broken}"])
+    with pytest.raises(DataError, match=r"test\.src has \d+ lines but .*test\.tgt has \d+: parallel files"):
+        benchmark_class(cfg)(cfg, ctx)

@@ -30,6 +30,7 @@ from t4bench.benchmarks.seq2seq_parts import (
     label_smoothed_loss,
 )
 from t4bench.context import RunContext, chunked
+from t4bench.data import checks
 from t4bench.data.translation import bleu as corpus_bleu
 from t4bench.errors import DatasetMissingError
 
@@ -67,12 +68,6 @@ def _data_files(data: Mapping[str, Any]) -> dict[str, Path]:
     return files
 
 
-def _read_lines(path: Path, limit: int | None = None) -> list[str]:
-    with path.open(encoding="utf-8") as handle:
-        lines = [line.rstrip("\n") for line in handle]
-    return lines[:limit] if limit else lines
-
-
 class TranslationBenchmark(Benchmark):
     """The data, loss, decoding and BLEU side of GNMT and Transformer; subclasses build the model.
 
@@ -97,20 +92,15 @@ class TranslationBenchmark(Benchmark):
         self.tokenizer = Tokenizer(files["spm"])
         self.vocab_size = self.tokenizer.vocab_size
         max_len = int(data.max_len)
-        src = self.tokenizer.encode(_read_lines(files["train.src"]))
-        tgt = self.tokenizer.encode(_read_lines(files["train.tgt"]))
-        if len(src) != len(tgt):
-            raise DatasetMissingError(
-                f"{files['train.src']} has {len(src)} lines but {files['train.tgt']} has {len(tgt)}: "
-                "parallel files must hold one sentence pair per line"
-            )
+        # one line naming the file (and line) for unequal line counts, non-UTF-8 text, empty files
+        train_src, train_tgt = checks.read_parallel(files["train.src"], files["train.tgt"])
+        src, tgt = self.tokenizer.encode(train_src), self.tokenizer.encode(train_tgt)
         self.train_pairs = [
             (s, t) for s, t in zip(src, tgt, strict=True) if 0 < len(s) <= max_len and len(t) <= max_len
         ]
         self._lengths = [max(len(s), len(t)) for s, t in self.train_pairs]
         limit = data.get("eval_max_sentences")
-        self.test_src = _read_lines(files["test.src"], limit)
-        self.test_ref = _read_lines(files["test.tgt"], limit)
+        self.test_src, self.test_ref = checks.read_parallel(files["test.src"], files["test.tgt"], limit)
         self._test_ids = self.tokenizer.encode(self.test_src)
 
     @classmethod
@@ -162,6 +152,15 @@ class TranslationBenchmark(Benchmark):
         # eval mode, no_grad and autocast come from the loop's Trainer.evaluate
         hypotheses = self.translate(model, self._test_ids)
         return {"bleu": corpus_bleu(hypotheses, self.test_ref)}
+
+    trivial_baseline: ClassVar[str] = "copying the source sentence"
+
+    def trivial_quality(self) -> Mapping[str, float]:
+        # the source sentence as its own translation: what a model that learned nothing but to copy
+        # scores (the word-by-word dictionary baseline of docs/translation.md needs the dictionary)
+        if self.synthetic:
+            return {}
+        return {"bleu": corpus_bleu(self.test_src, self.test_ref)}
 
     def synthetic_batch(self) -> TranslationBatch:
         data = self.model_cfg.data
