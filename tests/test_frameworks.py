@@ -12,7 +12,6 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,21 +55,6 @@ class LeastSquares(Benchmark):
         return {"neg_mse": -float(np.mean((self.x[384:] @ model - self.y[384:]) ** 2))}
 
 
-@dataclass
-class Result:
-    outcome: str
-    epochs_run: float
-    epochs_to_converge: float | None
-    time_to_train_s: float
-    avg_throughput: float
-    final_quality: dict[str, float] = field(default_factory=dict)
-    note: str = ""
-
-    @property
-    def converged(self) -> bool:
-        return self.outcome == "converged"
-
-
 class NumpySession:
     """A `frameworks.RankSession`: one process, gradient descent in NumPy."""
 
@@ -86,7 +70,7 @@ class NumpySession:
     def seed(self, seed: int) -> None:
         pass  # NumPy's generator is seeded by the run already
 
-    def train(self, bench_cls: type[Benchmark], services: frameworks.RunServices) -> Result:
+    def train(self, bench_cls: type[Benchmark], services: frameworks.RunServices) -> frameworks.RunResult:
         import time
 
         from t4bench.mlperf import constants
@@ -110,7 +94,7 @@ class NumpySession:
             constants.RUN_STOP, status=constants.SUCCESS if outcome == "converged" else constants.ABORTED
         )
         converged_at = epoch if outcome == "converged" else None
-        return Result(outcome, epoch, converged_at, elapsed, bench.train_size * epoch / elapsed, quality)
+        return frameworks.RunResult(outcome, epoch, converged_at, elapsed, bench.train_size * epoch / elapsed, quality)
 
     def close(self) -> None:
         pass

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
 
 if TYPE_CHECKING:
@@ -80,6 +81,27 @@ class TrainResult(Protocol):
 
     @property
     def converged(self) -> bool: ...
+
+
+@dataclass
+class RunResult:
+    """The `TrainResult` every framework's loop returns."""
+
+    #: one of mlflow_names.OUTCOME_* (converged, not_converged, diverged, pruned, throughput_only)
+    outcome: str
+    #: epochs of training done (fractional when the run stopped within an epoch)
+    epochs_run: float
+    #: epochs of training done at the first evaluation that met the target
+    epochs_to_converge: float | None
+    time_to_train_s: float
+    avg_throughput: float
+    final_quality: dict[str, float] = field(default_factory=dict)
+    #: why the run ended as it did, when that needs saying (a divergence's loss); "" otherwise
+    note: str = ""
+
+    @property
+    def converged(self) -> bool:
+        return self.outcome == names.OUTCOME_CONVERGED
 
 
 class RankSession(Protocol):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from omegaconf import DictConfig
@@ -26,6 +25,7 @@ from t4bench.benchmark import Benchmark
 from t4bench.context import RunContext
 from t4bench.divergence import Diverged
 from t4bench.errors import T4BenchError
+from t4bench.frameworks import RunResult  # re-exported: callers name t4bench.loop.RunResult
 from t4bench.mlperf import MLPerfLog, constants
 from t4bench.progress import ProgressReporter
 from t4bench.resume import EpochCheckpoints
@@ -46,25 +46,6 @@ class EpochCallback(Protocol):
 
 class EpochLogger(Protocol):
     def log_epoch(self, epoch: int, metrics: Mapping[str, float]) -> None: ...
-
-
-@dataclass
-class RunResult:
-    #: converged | not_converged | diverged | pruned | throughput_only
-    outcome: str
-    #: epochs of training done (fractional when the run stopped within an epoch)
-    epochs_run: float
-    #: epochs of training done at the first evaluation that met the target
-    epochs_to_converge: float | None
-    time_to_train_s: float
-    avg_throughput: float
-    final_quality: dict[str, float] = field(default_factory=dict)
-    #: why the run stopped early (divergence), empty otherwise
-    note: str = ""
-
-    @property
-    def converged(self) -> bool:
-        return self.outcome == "converged"
 
 
 def reached_target(metrics: Mapping[str, float], target: Mapping[str, float]) -> bool:

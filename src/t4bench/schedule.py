@@ -35,6 +35,19 @@ def _exponential_warmup(fraction: float) -> float:
 WARMUP_SHAPES = {"linear": _linear_warmup, "exponential": _exponential_warmup}
 
 
+def check_unit(unit: str) -> None:
+    if unit not in ("samples", "steps"):
+        raise ValueError(f"schedule.unit must be 'samples' or 'steps', got {unit!r}")
+
+
+def unit_progress(unit: str, samples_seen: int, steps_done: int, train_size: int, ref_batch_size: int) -> float:
+    """Training progress as reference-batch epochs: samples seen (unit=samples), or steps done with
+    each step counted as one reference batch however large the real global batch was (unit=steps)."""
+    if unit == "samples":
+        return samples_seen / train_size
+    return steps_done * ref_batch_size / train_size
+
+
 @dataclass(frozen=True)
 class Schedule:
     unit: str
@@ -47,8 +60,7 @@ class Schedule:
     warmup_shape: str = "linear"
 
     def __post_init__(self) -> None:
-        if self.unit not in ("samples", "steps"):
-            raise ValueError(f"schedule.unit must be 'samples' or 'steps', got {self.unit!r}")
+        check_unit(self.unit)
         if self.kind not in ("constant", "step", "inverse_sqrt"):
             raise ValueError(f"schedule.kind must be constant, step or inverse_sqrt, got {self.kind!r}")
         if self.warmup_shape not in WARMUP_SHAPES:
@@ -56,10 +68,7 @@ class Schedule:
 
     def progress(self, samples_seen: int, steps_done: int) -> float:
         """Training progress in the schedule's unit, expressed as reference-batch epochs."""
-        if self.unit == "samples":
-            return samples_seen / self.train_size
-        # a step counts as one reference batch, however large the real global batch was
-        return steps_done * self.ref_batch_size / self.train_size
+        return unit_progress(self.unit, samples_seen, steps_done, self.train_size, self.ref_batch_size)
 
     def factor(self, samples_seen: int, steps_done: int) -> float:
         """Multiplier on the base learning rate after this much training."""

@@ -5,7 +5,7 @@ Horovod), set the CPU threads, take the device, build the benchmark and train it
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 from omegaconf import DictConfig
@@ -80,26 +80,15 @@ class TorchRank:
 
     def train(self, bench_cls: type[Benchmark], services: RunServices) -> loop.RunResult:
         bench = bench_cls(self.cfg, self.ctx)
+        records: dict[str, Any] = {
+            "mlperf": services.mlperf,
+            "progress": services.progress,
+            "logger": services.logger,
+            "init_started": services.init_started,
+        }
         if self.cfg.input.synthetic:
-            return loop.measure_throughput(
-                bench,
-                self.cfg,
-                self.ctx,
-                mlperf=services.mlperf,
-                progress=services.progress,
-                logger=services.logger,
-                init_started=services.init_started,
-            )
-        return loop.train_to_target(
-            bench,
-            self.cfg,
-            self.ctx,
-            mlperf=services.mlperf,
-            progress=services.progress,
-            logger=services.logger,
-            callbacks=services.callbacks,
-            init_started=services.init_started,
-        )
+            return loop.measure_throughput(bench, self.cfg, self.ctx, **records)
+        return loop.train_to_target(bench, self.cfg, self.ctx, callbacks=services.callbacks, **records)
 
     def close(self) -> None:
         distributed.shutdown()

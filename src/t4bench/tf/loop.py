@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from omegaconf import DictConfig
@@ -21,7 +20,7 @@ from omegaconf import DictConfig
 from t4bench import mlflow_names as names
 from t4bench.benchmark import Benchmark
 from t4bench.errors import T4BenchError
-from t4bench.frameworks import RunServices
+from t4bench.frameworks import RunResult, RunServices
 from t4bench.mlperf import constants
 from t4bench.progress import ProgressReporter
 from t4bench.stopping import StopRun
@@ -33,25 +32,6 @@ from t4bench.tf.trainer import KerasTrainer
 EPOCH_METRIC = "epoch"
 #: MLPerf log key (after run_stop): SHA-256 of each worker's weights, in worker order
 WEIGHTS_DIGESTS = "t4bench_weights_sha256_per_worker"
-
-
-@dataclass
-class TFRunResult:
-    """A `frameworks.TrainResult`."""
-
-    outcome: str
-    #: epochs trained (fractional when evaluations fall inside an epoch)
-    epochs_run: float
-    epochs_to_converge: float | None
-    time_to_train_s: float
-    avg_throughput: float
-    final_quality: dict[str, float] = field(default_factory=dict)
-    #: why the run ended as it did, when that needs saying (a divergence's loss); "" otherwise
-    note: str = ""
-
-    @property
-    def converged(self) -> bool:
-        return self.outcome == names.OUTCOME_CONVERGED
 
 
 def reached_target(metrics: Mapping[str, float], target: Mapping[str, float]) -> bool:
@@ -100,7 +80,7 @@ def _mllog_epoch(epoch: float) -> float | int:
     return int(epoch) if float(epoch).is_integer() else round(epoch, 4)
 
 
-def train_to_target(bench: Benchmark, cfg: DictConfig, ctx: TFContext, services: RunServices) -> TFRunResult:
+def train_to_target(bench: Benchmark, cfg: DictConfig, ctx: TFContext, services: RunServices) -> RunResult:
     """Train until every `cfg.model.target` metric is reached, `cfg.max_epochs` epochs ran, or the
     loss diverged; evaluate `1 / eval_every` times per epoch (epochs count as trained fractions)."""
     per_epoch = evaluations_per_epoch(float(cfg.get("eval_every", 1.0)))
@@ -174,7 +154,7 @@ def train_to_target(bench: Benchmark, cfg: DictConfig, ctx: TFContext, services:
     status = constants.SUCCESS if outcome == names.OUTCOME_CONVERGED else constants.ABORTED
     mlperf.end(constants.RUN_STOP, status=status)
     _check_replicas(trainer, services)
-    return TFRunResult(
+    return RunResult(
         outcome=outcome,
         epochs_run=epochs_done,
         epochs_to_converge=epochs_to_converge,
@@ -185,7 +165,7 @@ def train_to_target(bench: Benchmark, cfg: DictConfig, ctx: TFContext, services:
     )
 
 
-def measure_throughput(bench: Benchmark, cfg: DictConfig, ctx: TFContext, services: RunServices) -> TFRunResult:
+def measure_throughput(bench: Benchmark, cfg: DictConfig, ctx: TFContext, services: RunServices) -> RunResult:
     """`input=synthetic`: the same training step on one generated batch, for a fixed step count. A
     run whose loss diverges reports no throughput."""
     import tensorflow as tf
@@ -214,12 +194,10 @@ def measure_throughput(bench: Benchmark, cfg: DictConfig, ctx: TFContext, servic
         services.progress.line(f"diverged: {err}")
         mlperf.end(constants.RUN_STOP, status=constants.ABORTED)
         # a throughput measured on a diverged loss is not a throughput
-        return TFRunResult(
-            names.OUTCOME_DIVERGED, 0.0, None, time.perf_counter() - started, float("nan"), note=str(err)
-        )
+        return RunResult(names.OUTCOME_DIVERGED, 0.0, None, time.perf_counter() - started, float("nan"), note=str(err))
     elapsed = time.perf_counter() - started
     metrics = {**stats, names.EPOCH_TIME_S: elapsed}
     services.logger.log_epoch(1, metrics)
     services.progress.epoch_end(1, metrics, unit)
     mlperf.end(constants.RUN_STOP, status=constants.ABORTED)
-    return TFRunResult(names.OUTCOME_THROUGHPUT_ONLY, 0.0, None, elapsed, stats["throughput"])
+    return RunResult(names.OUTCOME_THROUGHPUT_ONLY, 0.0, None, elapsed, stats["throughput"])

@@ -27,8 +27,7 @@ class PolynomialSchedule:
     train_size: int
 
     def __post_init__(self) -> None:
-        if self.unit not in ("samples", "steps"):
-            raise ValueError(f"schedule.unit must be 'samples' or 'steps', got {self.unit!r}")
+        schedules.check_unit(self.unit)
         if self.decay_end_epochs <= self.warmup_epochs:
             raise ValueError(
                 f"schedule.decay_end_epochs ({self.decay_end_epochs}) must come after the warm-up "
@@ -36,9 +35,7 @@ class PolynomialSchedule:
             )
 
     def progress(self, samples_seen: int, steps_done: int) -> float:
-        if self.unit == "samples":
-            return samples_seen / self.train_size
-        return steps_done * self.ref_batch_size / self.train_size
+        return schedules.unit_progress(self.unit, samples_seen, steps_done, self.train_size, self.ref_batch_size)
 
     def factor(self, samples_seen: int, steps_done: int) -> float:
         t = self.progress(samples_seen, steps_done)
