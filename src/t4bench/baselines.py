@@ -19,6 +19,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from t4bench.benchmark import Benchmark
+from t4bench.frameworks import EpochLogger
+from t4bench.progress import ProgressReporter
+
 #: fewer optimizer steps than this per epoch: epochs are too coarse a unit to compare runs by
 MIN_STEPS_PER_EPOCH = 10
 
@@ -77,3 +81,25 @@ def trivial_metrics(target: Mapping[str, float], trivial: Mapping[str, float]) -
     if first is not None and first in trivial:
         metrics["trivial_quality"] = float(trivial[first])
     return metrics
+
+
+def announce(
+    bench: Benchmark,
+    global_batch: int,
+    target: Mapping[str, float],
+    logger: EpochLogger,
+    progress: ProgressReporter,
+    is_main: bool,
+) -> None:
+    """Log the trivial baseline's quality (step 0) and warn, one line each, when the target is no
+    better than it or an epoch is only a handful of optimizer steps (issue 17.7). Every
+    framework's loop calls it in init (untimed)."""
+    trivial = dict(bench.trivial_quality()) if is_main else {}
+    if trivial:
+        logger.log_epoch(0, trivial_metrics(target, trivial))
+    warnings = [few_steps_warning(bench.train_size, global_batch)]
+    if trivial:
+        warnings.append(target_warning(target, trivial, bench.trivial_baseline))
+    for line in warnings:
+        if line:
+            progress.line(line)

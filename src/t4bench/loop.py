@@ -98,7 +98,7 @@ def train_to_target(
     if eval_size is not None:
         mlperf.event(constants.EVAL_SAMPLES, eval_size)
     mlperf.event("target_quality", dict(target))
-    _say_if_trivial(bench, trainer, target, logger, progress, ctx.is_main)  # in init: untimed
+    baselines.announce(bench, trainer.global_batch, target, logger, progress, ctx.is_main)  # in init: untimed
     distributed.barrier()
     mlperf.end(constants.INIT_STOP)
     mlperf.start(constants.RUN_START)
@@ -252,24 +252,3 @@ def _run_callbacks(callbacks: Sequence[EpochCallback], evaluation: int, metrics:
         except StopRun as stop:
             return stop.outcome
     return None
-
-
-def _say_if_trivial(
-    bench: Benchmark,
-    trainer: Trainer,
-    target: Mapping[str, float],
-    logger: EpochLogger,
-    progress: ProgressReporter,
-    is_main: bool,
-) -> None:
-    """Log the trivial baseline's quality (step 0) and warn, one line each, when the target is no
-    better than it or an epoch is only a handful of optimizer steps (issue 17.7)."""
-    trivial = dict(bench.trivial_quality()) if is_main else {}
-    if trivial:
-        logger.log_epoch(0, baselines.trivial_metrics(target, trivial))
-    warnings = [baselines.few_steps_warning(bench.train_size, trainer.global_batch)]
-    if trivial:
-        warnings.append(baselines.target_warning(target, trivial, bench.trivial_baseline))
-    for line in warnings:
-        if line:
-            progress.line(line)

@@ -17,6 +17,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from t4bench import baselines
 from t4bench import mlflow_names as names
 from t4bench.benchmark import Benchmark
 from t4bench.errors import T4BenchError
@@ -94,6 +95,7 @@ def train_to_target(bench: Benchmark, cfg: DictConfig, ctx: TFContext, services:
     if eval_size is not None:
         mlperf.event(constants.EVAL_SAMPLES, eval_size)
     mlperf.event("target_quality", dict(target))
+    baselines.announce(bench, trainer.global_batch, target, services.logger, progress, ctx.is_main)  # untimed
     trainer.all_reduce_max([0.0])  # barrier: every worker has finished init
     mlperf.end(constants.INIT_STOP)
     mlperf.start(constants.RUN_START)

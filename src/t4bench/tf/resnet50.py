@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from t4bench import baselines
 from t4bench.benchmark import Benchmark
 from t4bench.errors import DatasetMissingError
 
@@ -72,6 +73,13 @@ class KerasResNet50(Benchmark):
 
     def dataset_eval_size(self) -> int:
         return len(self.val_pipeline.folder)
+
+    trivial_baseline = "majority class"
+
+    def trivial_quality(self) -> dict[str, float]:
+        if self.synthetic:
+            return {}
+        return baselines.majority_class_accuracy(self.train_pipeline.folder.labels, self.val_pipeline.folder.labels)
 
     def build_model(self) -> keras.Model:
         from t4bench.tf import resnet
