@@ -214,7 +214,7 @@ def test_system_metrics_interval_from_the_config() -> None:
 def test_a_bad_interval_is_one_line_before_any_run(tmp_path: Path) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "T4BENCH_DATA_DIR": str(DATA_ROOT)}
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    overrides = ["max_epochs=1", "+tracking.system_metrics_interval_s=often", f"tracking.uri={uri}"]
+    overrides = ["max_epochs=1", "tracking.system_metrics_interval_s=often", f"tracking.uri={uri}"]
     proc = subprocess.run(
         [sys.executable, "-m", "t4bench", *overrides, f"hydra.run.dir={tmp_path / 'run'}"],
         cwd=tmp_path,
