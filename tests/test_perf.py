@@ -51,7 +51,9 @@ def test_command_line_option_beats_the_profiles_model_entry() -> None:
 
 def test_gpu_only_options_are_dropped_on_a_cpu_and_recorded() -> None:
     options = PerfOptions.from_config(compose_cfg("model=ncf", "perf=h200", "perf.precision=tf32"), CPU)
-    assert not options.cuda_graphs and not options.gpu_data and options.optimizer_impl == "default"
+    assert not options.cuda_graphs and options.optimizer_impl == "default"
+    # device-resident data is the same code on host tensors: kept, so CI runs that path
+    assert options.gpu_data
     assert options.precision == "fp32"
     tags = options.tags(ctx())
     assert tags["t4bench.perf.cuda_graphs"] == "false"

@@ -171,6 +171,28 @@ def scaler_step(scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer) 
     scaler.update()
 
 
+def clipped_scaler_step(max_norm: float, parameters: list[torch.nn.Parameter]) -> Any:
+    """`scaler_step` that first clips the gradients' global L2 norm to `max_norm`: on the reduced
+    (Horovod: synchronized; DDP: already all-reduced by backward) and unscaled gradients, so every
+    rank clips the same vector by the same factor."""
+
+    def step(scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer) -> None:
+        hvd_optimizer: Any = optimizer
+        horovod = _hvd is not None and hasattr(hvd_optimizer, "synchronize")
+        if horovod:
+            hvd_optimizer.synchronize()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(parameters, max_norm)
+        if horovod:
+            with hvd_optimizer.skip_synchronize():
+                scaler.step(optimizer)
+        else:
+            scaler.step(optimizer)
+        scaler.update()
+
+    return step
+
+
 def shutdown() -> None:
     """Leave the group (end of a rank); safe to call when none was joined."""
     global _hvd

@@ -78,6 +78,8 @@ class TrainResult(Protocol):
     final_quality: dict[str, float]
     #: why the run ended as it did, when that needs saying (a divergence's loss); "" otherwise
     note: str
+    #: peak device memory in GiB (CUDA runs), None elsewhere
+    peak_memory_gib: float | None
 
     @property
     def converged(self) -> bool: ...
@@ -98,6 +100,9 @@ class RunResult:
     final_quality: dict[str, float] = field(default_factory=dict)
     #: why the run ended as it did, when that needs saying (a divergence's loss); "" otherwise
     note: str = ""
+    #: the most device memory the run held at once (GiB; torch's allocator on CUDA), None off a GPU:
+    #: what packing several runs on one GPU needs to know
+    peak_memory_gib: float | None = None
 
     @property
     def converged(self) -> bool:

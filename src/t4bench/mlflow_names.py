@@ -70,6 +70,7 @@ EPOCHS_RUN = "epochs_run"
 TIME_TO_TRAIN_S = "time_to_train_s"
 CONVERGED = "converged"
 AVG_THROUGHPUT = "avg_throughput"
+PEAK_GPU_MEMORY_GIB = "peak_gpu_memory_gib"
 GLOBAL_BATCH_SIZE_METRIC = "global_batch_size"
 WORLD_SIZE_METRIC = "world_size"
 # telemetry summary (GPU runs)

@@ -7,8 +7,9 @@ so the GPU trained no faster than two CPU cores. Here an epoch costs a handful o
 view per batch.
 
 `GpuResidentNCF` (conf/model/ncf.yaml's benchmark) is `NCFBenchmark` with these batches when
-`perf.gpu_data` is on and the run has a CUDA device: `python -m t4bench model=ncf hw=h200` (perf/h200
-sets it). The negatives differ from the host sampler's (another random stream), not their law.
+`perf.gpu_data` is on: `python -m t4bench model=ncf hw=h200` (perf/h200 sets it). On a CPU the same
+code runs on host tensors (`perf.gpu_data=true`), which is how CI exercises this path. The
+negatives differ from the host sampler's (another random stream), not their law.
 """
 
 from __future__ import annotations
@@ -81,8 +82,8 @@ class GpuNegativeSampler:
 
 
 class GpuResidentNCF(NCFBenchmark):
-    """NCF with `GpuNegativeSampler` batches when `perf.gpu_data` is on and the device is a GPU;
-    exactly `NCFBenchmark` otherwise. The evaluation candidates are moved to the device once."""
+    """NCF with `GpuNegativeSampler` batches when `perf.gpu_data` is on (on the run's device, GPU or
+    CPU); exactly `NCFBenchmark` otherwise. The evaluation candidates are moved to the device once."""
 
     def __init__(self, cfg: DictConfig, ctx: RunContext) -> None:
         super().__init__(cfg, ctx)

@@ -51,7 +51,8 @@ class PerfOptions:
     optimizer_impl: str = "default"
     #: copy the next batch to the GPU on a side stream while the current step runs
     prefetch: bool = False
-    #: keep small datasets in GPU memory and build batches there (benchmarks that support it)
+    #: keep small datasets in the device's memory and build batches there (benchmarks that support
+    #: it). Kept on a CPU too, where it is the same code on host tensors: CI runs the path that way
     gpu_data: bool = False
     cudnn_benchmark: bool = False
     #: cuDNN as a scaled_dot_product_attention backend; None: torch's choice. torch 2.11 sends
@@ -96,7 +97,7 @@ class PerfOptions:
         """These options with the GPU-only ones switched off on a CPU (recorded in `dropped`)."""
         if device.type == "cuda":
             return self
-        gpu_only = {"cuda_graphs": False, "prefetch": False, "gpu_data": False, "cudnn_benchmark": False}
+        gpu_only = {"cuda_graphs": False, "prefetch": False, "cudnn_benchmark": False}
         asked = [name for name, off in gpu_only.items() if getattr(self, name) != off]
         if self.precision == "tf32":
             asked.append("precision=tf32")

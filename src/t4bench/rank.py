@@ -211,6 +211,7 @@ def summary_metrics(result: TrainResult) -> dict[str, float]:
         names.TIME_TO_TRAIN_S: result.time_to_train_s,
         names.CONVERGED: 1.0 if result.converged else 0.0,
         names.AVG_THROUGHPUT: result.avg_throughput,
+        **({} if result.peak_memory_gib is None else {names.PEAK_GPU_MEMORY_GIB: result.peak_memory_gib}),
     }
 
 

@@ -4,6 +4,7 @@ Horovod), set the CPU threads, take the device, build the benchmark and train it
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -86,9 +87,15 @@ class TorchRank:
             "logger": services.logger,
             "init_started": services.init_started,
         }
+        if self.ctx.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.ctx.device)
         if self.cfg.input.synthetic:
-            return loop.measure_throughput(bench, self.cfg, self.ctx, **records)
-        return loop.train_to_target(bench, self.cfg, self.ctx, callbacks=services.callbacks, **records)
+            result = loop.measure_throughput(bench, self.cfg, self.ctx, **records)
+        else:
+            result = loop.train_to_target(bench, self.cfg, self.ctx, callbacks=services.callbacks, **records)
+        if self.ctx.device.type != "cuda":
+            return result
+        return dataclasses.replace(result, peak_memory_gib=torch.cuda.max_memory_allocated(self.ctx.device) / 2**30)
 
     def close(self) -> None:
         distributed.shutdown()

@@ -16,6 +16,7 @@ from t4bench import schedule as schedules
 from t4bench.benchmark import Benchmark
 from t4bench.context import RunContext
 from t4bench.divergence import DivergenceGuard, DivergenceRule
+from t4bench.errors import T4BenchError
 from t4bench.perf import PerfOptions
 from t4bench.perf_step import build_step, prefetched
 from t4bench.progress import ProgressReporter
@@ -48,8 +49,14 @@ class Trainer:
         self.schedule = schedules.from_config(cfg.model.schedule, bench.train_size)
         self.scaler = torch.amp.GradScaler(ctx.device.type, enabled=ctx.precision == "fp16")
         # with Horovod the gradients are reduced before the scaler unscales them (scaler_step)
+        optimizer_step = distributed.scaler_step
+        clip = float(cfg.model.optimizer.get("clip_grad_norm") or 0.0)
+        if clip > 0:
+            if self.perf.cuda_graphs:
+                raise T4BenchError("model.optimizer.clip_grad_norm does not combine with perf.cuda_graphs=true")
+            optimizer_step = distributed.clipped_scaler_step(clip, list(model.parameters()))
         self._train_step = build_step(
-            bench.loss, self.train_model, self.optimizer, self.scaler, ctx, self.perf, distributed.scaler_step
+            bench.loss, self.train_model, self.optimizer, self.scaler, ctx, self.perf, optimizer_step
         )
         self.guard = DivergenceGuard(DivergenceRule.from_config(cfg.get("divergence")))
         self.samples_seen = 0  # global, across ranks

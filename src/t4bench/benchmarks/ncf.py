@@ -148,4 +148,4 @@ class NCFBenchmark(Benchmark):
     def trivial_quality(self) -> Mapping[str, float]:
         if self.data is None:
             return {}
-        return baselines.popularity_hit_rate(self.data.train_items, self.num_items, self.eval_items.numpy())
+        return baselines.popularity_hit_rate(self.data.train_items, self.num_items, self.eval_items.cpu().numpy())
