@@ -99,6 +99,11 @@ def parse_prices(items: Sequence[str]) -> dict[str, float]:
     return prices
 
 
+def _shown(path: Path) -> str:
+    """A path relative to the working directory (no absolute path in the output)."""
+    return os.path.relpath(path)
+
+
 def _client(uri: str) -> MlflowClient:
     from mlflow.tracking import MlflowClient
 
@@ -124,7 +129,7 @@ def _run_filter(args: argparse.Namespace) -> RunFilter:
 def report(argv: Sequence[str]) -> int:
     args = make_parser().parse_args(argv)
     from t4bench.report import document, query
-    from t4bench.report.build import Options, build
+    from t4bench.report.build import Options, build, shown_uri
     from t4bench.report.publish import log_report
 
     uri = args.tracking_uri or default_tracking_uri()
@@ -139,13 +144,13 @@ def report(argv: Sequence[str]) -> int:
     md, page = document.write(doc, args.out)
     for note in notes:
         print(f"t4bench report: note: {note}", file=sys.stderr)
-    print(f"{md}\n{page}\n{len(list(args.out.glob('*.png')))} figures, {len(selection.runs)} runs")
+    print(f"{_shown(md)}\n{_shown(page)}\n{len(list(args.out.glob('*.png')))} figures, {len(selection.runs)} runs")
     if not args.no_log:
         run_id = log_report(
             client,
             args.out,
             {"t4bench.report.filter": flt.describe()[:5000]},
-            {"argv": " ".join(argv), "tracking_uri": uri},
+            {"argv": " ".join(argv), "tracking_uri": shown_uri(uri)},
             run_id=args.run_id,
         )
         print(f"logged as MLflow run {run_id}")
