@@ -118,8 +118,8 @@ def _ttt_section(table: pd.DataFrame, opts: Options, figs: list[Path]) -> Sectio
         "mean (MLPerf's score) drops the fastest and the slowest run; a run that did not converge counts as "
         "the slowest, so with two or more of them the olympic mean is undefined (–). Mean ± std (sample) are "
         "over converged runs only; every run is counted in `runs`. In the figure a dot is a run, the diamond "
-        "the olympic mean, the box the quartiles of the converged runs (3+), a red cross a run that did not "
-        "converge.",
+        "the olympic mean, the box the median, quartiles and min–max of the converged runs (3+), a red cross "
+        "a run that did not converge.",
         "Energy to train is the GPU energy (NVML) over the timed span, mean over converged runs that measured "
         "it (CPU runs have none). Cost to train = olympic time × GPUs × price per GPU-hour.",
     ]

@@ -20,7 +20,7 @@ _EXCLUDED = frozenset(
     {"seed", "progress", "model.data.path", "dist.timeout_s", "dist.max_restarts", "hparams.sweep", "hparams.heldout"}
 )
 #: characters of a value shown in a settings label (a sweep's lr has 17 digits)
-_VALUE_CHARS = 10
+_VALUE_CHARS = 16
 
 
 def config_params(params: Mapping[str, str]) -> dict[str, str]:
@@ -38,6 +38,10 @@ def _short(key: str) -> str:
     return ".".join(key.split(".")[-2:])
 
 
+def _value(value: str) -> str:
+    return value if len(value) <= _VALUE_CHARS else value[: _VALUE_CHARS - 1] + "…"
+
+
 def settings(runs: pd.DataFrame) -> dict[str, str]:
     """config id -> what tells it apart from the other configurations of its model and scale:
     `hparams=<preset>` and each param whose value differs between them."""
@@ -49,6 +53,6 @@ def settings(runs: pd.DataFrame) -> dict[str, str]:
         differing = [k for k in keys if not k.startswith("hparams.") and len({d.get(k) for d in chosen}) > 1]
         for cid, preset, d in zip(firsts["config"], firsts["hparams"], chosen, strict=True):
             parts = [f"hparams={preset or '?'}"]
-            parts += [f"{_short(k)}={str(d.get(k, '–'))[:_VALUE_CHARS]}" for k in differing]
+            parts += [f"{_short(k)}={_value(d.get(k, '–'))}" for k in differing]
             out[str(cid)] = " ".join(parts)
     return out

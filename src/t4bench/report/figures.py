@@ -30,7 +30,7 @@ Drawn = tuple[str, Figure]
 
 DOT = "run (one seed)"
 OLYMPIC = "olympic mean (MLPerf score)"
-BOX = "box: quartiles of converged runs"
+BOX = "box: median, quartiles, min–max of converged runs"
 MISSED = "not converged (drawn at the top)"
 _SETS = "held-out"
 
@@ -75,7 +75,7 @@ def _jitter(rng: np.random.Generator, n: int) -> np.ndarray:
     return rng.uniform(-0.12, 0.12, n)
 
 
-def _per_run_figure(group: pd.DataFrame, column: str, ylabel: str, title: str) -> Figure:
+def _per_run_figure(group: pd.DataFrame, column: str, ylabel: str, title: str, box: bool = True) -> Figure:
     """Dots per converged run of `column`, box over them (3+), olympic mean (not converged =
     slowest), red crosses at the top for runs that did not converge. Each kind of mark carries a
     gid (run / olympic / missed) so tests can read them back."""
@@ -87,9 +87,9 @@ def _per_run_figure(group: pd.DataFrame, column: str, ylabel: str, title: str) -
     top = max((v.max() for v in values if len(v)), default=1.0) * 1.08
     labels = {"dot": DOT, "box": BOX, "olympic": OLYMPIC, "missed": MISSED}
     for i, ((_, g), v) in enumerate(zip(configs, values, strict=True), start=1):
-        if len(v) >= 3:
-            box = ax.boxplot([v], positions=[i], widths=0.5, showfliers=False, manage_ticks=False)
-            box["boxes"][0].set_label(labels.pop("box", "_"))
+        if box and len(v) >= 3:
+            drawn = ax.boxplot([v], positions=[i], widths=0.5, whis=(0, 100), showfliers=False, manage_ticks=False)
+            drawn["boxes"][0].set_label(labels.pop("box", "_"))
         ax.scatter(
             i + _jitter(rng, len(v)), v, s=16, color="#4c72b0", zorder=3, label=labels.pop("dot", "_"), gid="run"
         )
@@ -191,7 +191,7 @@ def tuned_vs_reference(runs: pd.DataFrame, reasons: list[str]) -> list[Drawn]:
         # one "configuration" per set, whatever its params: the set is what the study compares
         sets = group.assign(config=group["set"], hw_count=1, hw=_SETS, hparams=group["set"])
         fig = _per_run_figure(
-            sets, "epochs_to_converge", "epochs to converge (held-out seeds)", f"{study}: tuned vs reference"
+            sets, "epochs_to_converge", "epochs to converge (held-out seeds)", f"{study}: tuned vs reference", box=False
         )
         drawn.append((f"validation_{_slug(study)}.png", fig))
     return drawn
