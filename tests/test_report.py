@@ -319,3 +319,33 @@ def test_presets_compared_with_bootstrap_cis(store: tuple[Path, str]) -> None:
     assert low <= row["mean_ratio_value"] <= high
     converged = sum(r.data.tags["t4bench.outcome"] == "converged" for r in _training_runs(uri, "tuned"))
     assert row["converged"] == f"{converged}/{len(SEEDS)}"
+
+
+def test_runs_are_grouped_by_configuration_not_by_name(store: tuple[Path, str]) -> None:
+    """The seeds of one setting share a config id (whatever their GPU count, seed or run name);
+    another preset, or a trial's own learning rate, is another configuration."""
+    from t4bench.report.configs import config_id
+
+    _, uri = store
+    ids = {
+        (r.data.params["hparams.name"], r.data.tags["t4bench.hw_count"], r.data.tags["t4bench.seed"]): config_id(
+            r.data.params
+        )
+        for r in _training_runs(uri, preset=None)
+    }
+    reference = {v for (preset, _, _), v in ids.items() if preset == "reference"}
+    tuned = {v for (preset, _, _), v in ids.items() if preset == "tuned"}
+    assert len(reference) == 1 and len(tuned) == 1 and reference != tuned
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("t4bench-ncf")
+    assert exp is not None
+    by_set = {}
+    for run in client.search_runs([exp.experiment_id], "tags.`t4bench.sweep_id` LIKE 'demo-validate-%'"):
+        if "t4bench.sweep_role" in run.data.tags:  # the sweep's parent run: not a training run
+            continue
+        by_set.setdefault(run.data.tags["t4bench.sweep_id"], set()).add(config_id(run.data.params))
+    # each validation set is one configuration; the best trial's lr makes it another one
+    assert all(len(v) == 1 for v in by_set.values()) and len(set.union(*by_set.values())) == 2
+    assert by_set["demo-validate-reference"] == reference
