@@ -111,6 +111,9 @@ def test_report_tables_and_figures_from_real_runs(store: tuple[Path, str]) -> No
     assert re.search(r"\| ncf \| mini \| cpu \| 2 \| [0-9a-f]{8} \| hparams=reference[^|]* \| 1 \|", md), md
     assert "## Speed-up against t4\n\nSpeed-up needs two hardware profiles; these runs have one (cpu)." in md
     assert "## Presets compared" in md and "mean ratio [95 % CI]" in md
+    # a section with nothing to show is there, with the one line that says why
+    assert "## Throughput (synthetic data)\n\nNo `input=synthetic` run matches" in md
+    assert "## Optuna study\n\nNo `--optuna-storage` given" in md
     assert str(root) not in md and str(root) not in (out / "report.html").read_text() and str(root) not in proc.stdout
     assert "## Scaling with GPU count" in md and "efficiency" in md
     # validation runs: their own section, not pooled into the time-to-train rows above

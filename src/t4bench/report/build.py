@@ -13,6 +13,9 @@ from t4bench.report import figures, presets, tables
 from t4bench.report.document import Document, Section, cell, pm
 from t4bench.report.query import PRICE_PARAM, RunFilter, Selection
 
+_THROUGHPUT = "Throughput (synthetic data)"
+_VALIDATION = "Tuned vs reference (held-out seeds)"
+
 
 @dataclass
 class Options:
@@ -258,7 +261,7 @@ def build(sel: Selection, flt: RunFilter, opts: Options, out: Path, tracking_uri
     if not thr.empty:
         doc.sections.append(
             Section(
-                "Throughput (synthetic data)",
+                _THROUGHPUT,
                 [
                     "`input=synthetic` runs: reference-size models on generated tensors; throughput only, "
                     "no time to train."
@@ -266,10 +269,20 @@ def build(sel: Selection, flt: RunFilter, opts: Options, out: Path, tracking_uri
                 _throughput_display(thr),
             )
         )
+    else:
+        doc.sections.append(Section(_THROUGHPUT, ["No `input=synthetic` run matches: no throughput-only table."]))
     if not validation.empty:
         doc.sections.append(_validation_section(validation, out))
+    else:
+        doc.sections.append(
+            Section(
+                _VALIDATION, ["No held-out validation runs (`t4bench validate`, sweep id `<study>-validate-<set>`)."]
+            )
+        )
     if opts.optuna_storage:
         doc.sections.append(_optuna_section(opts, out, notes))
+    else:
+        doc.sections.append(Section("Optuna study", ["No `--optuna-storage` given: no study history or importances."]))
     return doc, notes
 
 
@@ -288,7 +301,7 @@ def _validation_section(validation: pd.DataFrame, out: Path) -> Section:
             }
         )
     return Section(
-        "Tuned vs reference (held-out seeds)",
+        _VALIDATION,
         [
             "Runs of `python -m t4bench.sweep.validate`: the best trial's and the reference hyperparameters re-run on "
             "seeds the sweep never used (tuning seeds never judge the tuning)."
