@@ -147,7 +147,7 @@ def _check(argv: Sequence[str]) -> int:
 def _report(argv: Sequence[str]) -> int:
     from t4bench.report.__main__ import main
 
-    return main(argv)
+    return main(argv, prog="t4bench report")
 
 
 def _runs(argv: Sequence[str]) -> int:

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from t4bench.report.query import RunFilter
 
 PROG = "python -m t4bench.report"
+#: the command name in usage and error lines (`t4bench report` when the console script runs it)
+_prog = PROG
 
 
 class _Parser(argparse.ArgumentParser):
@@ -56,7 +58,7 @@ def _filter_args(parser: argparse.ArgumentParser) -> None:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog=_prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     _filter_args(parser)
     parser.add_argument("--out", type=Path, default=Path("report"), help="output folder (default: report/)")
     parser.add_argument("--baseline", default="t4", help="hw the speed-up table compares against (default: t4)")
@@ -76,7 +78,7 @@ def make_parser() -> argparse.ArgumentParser:
 
 def export_parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog=f"{PROG} export",
+        prog=f"{_prog} export",
         description="Lay runs' MLPerf logs out as "
         "results/<system>/<benchmark>/result_N.txt (the layout mlperf_logging's package checker "
         "and result summarizer read).",
@@ -171,7 +173,9 @@ def export(argv: Sequence[str]) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    global _prog
+    _prog = prog
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv[:1] == ["export"]:
