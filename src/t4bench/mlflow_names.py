@@ -20,6 +20,8 @@ OUTCOME = "t4bench.outcome"
 #: why the run ended as it did, when the loop says (e.g. the loss that diverged)
 OUTCOME_NOTE = "t4bench.outcome_note"
 SWEEP_ID = "t4bench.sweep_id"
+#: how many runs shared the run's GPU (packed runs); above 1 its seconds are not a time to train
+GPU_SHARE = "t4bench.gpu_share"
 #: prefix of the software version tags: t4bench.version.<package>
 VERSION_PREFIX = "t4bench.version."
 
