@@ -112,11 +112,15 @@ def visible_gpu(worker: int, gpus: int, environ: dict[str, str] | None = None) -
     return pool[worker % len(pool)]
 
 
-def tag(cfg: DictConfig, multirun: bool) -> None:
+def apply(cfg: DictConfig, multirun: bool) -> None:
     """Add the sharing tags to `tracking.tags`: t4bench.gpu_share (runs of this sweep at once on
-    the GPU: hw.runs_per_gpu in a --multirun, else 1) and t4bench.mps (on/off)."""
+    the GPU: hw.runs_per_gpu in a --multirun, else 1) and t4bench.mps (on/off). On hw=cpu, packed
+    runs split the cores (hw.threads unset and no OMP_NUM_THREADS): N runs with every core's
+    threads each would oversubscribe the host."""
     share = runs_per_gpu(cfg) if multirun else 1
     mps = "on" if multirun and bool(cfg.hw.get("mps", False)) else "off"
     with open_dict(cfg):
         cfg.tracking.tags[names.GPU_SHARE] = str(share)
         cfg.tracking.tags[names.MPS] = mps
+        if share > 1 and str(cfg.hw.name) == "cpu" and cfg.hw.get("threads") is None and not os.environ.get("OMP_NUM_THREADS"):
+            cfg.hw.threads = max(1, hardware.host_cores() // share)

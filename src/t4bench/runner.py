@@ -33,7 +33,7 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     validation.validate(cfg)  # types, ranges and what this host holds, before anything else
     env = preflight.check(cfg)  # no torch yet: hw=auto resolved, the launcher's ranks read
     emulation.apply(cfg, env.world_size)  # emulate.world_size=N: N ranks' global batch on this one
-    packing.tag(cfg, _multirun())  # t4bench.gpu_share / t4bench.mps: how many runs share the GPU
+    packing.apply(cfg, _multirun())  # t4bench.gpu_share / t4bench.mps: how many runs share the GPU
     if env.is_main:
         probe.tracking(str(cfg.tracking.uri))  # a dead server or damaged store: one line in seconds
     bench_cls = benchmark_class(cfg)
