@@ -72,7 +72,13 @@ def sweep(args: argparse.Namespace, n: int, peak: float | None, work: Path) -> t
     sampler.start()
     started = time.perf_counter()
     with open(work / "sweep.log", "w") as log:
-        done = subprocess.run([sys.executable, "-m", "t4bench", "--multirun", *overrides], cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
+        done = subprocess.run(
+            [sys.executable, "-m", "t4bench", "--multirun", *overrides],
+            cwd=work,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     wall = time.perf_counter() - started
     sampler.stop.set()
     sampler.join()

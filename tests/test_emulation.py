@@ -44,7 +44,7 @@ def test_emulated_world_size_has_the_lr_and_schedule_of_real_ranks(model: str, u
 
 def test_emulation_with_several_real_ranks_is_refused() -> None:
     cfg = compose(["emulate.world_size=2", "hw.count=2"])
-    with pytest.raises(T4BenchError, match="use hw.count=1"):
+    with pytest.raises(T4BenchError, match=r"use hw\.count=1"):
         emulation.apply(cfg, ranks=2)
     with pytest.raises(T4BenchError, match="positive whole number"):
         emulation.world_size(compose(["emulate.world_size=0"]))

@@ -33,7 +33,9 @@ def test_an_unknown_peak_refuses_and_says_how_to_measure_it() -> None:
         packing.check(cfg, totals_gib=H200_GIB)
     fits = compose(["model=gnmt", "scale=ding", "hw=h200", "hw.runs_per_gpu=24", "hw.peak_memory_gib.gnmt_ding=4.0"])
     packing.check(fits, totals_gib=H200_GIB)
-    too_many = compose(["model=gnmt", "scale=ding", "hw=h200", "hw.runs_per_gpu=40", "hw.peak_memory_gib.gnmt_ding=4.0"])
+    too_many = compose(
+        ["model=gnmt", "scale=ding", "hw=h200", "hw.runs_per_gpu=40", "hw.peak_memory_gib.gnmt_ding=4.0"]
+    )
     with pytest.raises(T4BenchError, match="at most 27 fit"):
         packing.check(too_many, totals_gib=H200_GIB)
 
@@ -51,8 +53,9 @@ def test_cpu_refuses_more_runs_than_cores_in_one_line_before_anything_starts(run
         "--multirun", "model=ncf", "hydra/launcher=packed", f"hw.runs_per_gpu={too_many}", "seed=0,1", check=False
     )
     assert proc.returncode == 2, proc.stderr
+    cores = too_many - 1
     assert proc.stderr.strip().splitlines() == [
-        f"t4bench: error: hw.runs_per_gpu={too_many} on hw=cpu: only {too_many - 1} cores here, one run per core at most"
+        f"t4bench: error: hw.runs_per_gpu={too_many} on hw=cpu: only {cores} cores here, one run per core at most"
     ]
     assert not (tmp_path / "mlflow.db").exists()  # refused before the sweep's parent run
 

@@ -3,6 +3,7 @@ power limit), read through NVML (`pynvml`, from nvidia-ml-py); split from `t4ben
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
@@ -85,7 +86,5 @@ def nvml_memory_gib() -> tuple[list[float] | None, str]:
     except pynvml.NVMLError as err:
         return None, str(err)
     finally:
-        try:
+        with contextlib.suppress(pynvml.NVMLError):
             pynvml.nvmlShutdown()
-        except pynvml.NVMLError:
-            pass

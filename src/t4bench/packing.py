@@ -32,7 +32,9 @@ def table_key(cfg: DictConfig) -> str:
     return f"{cfg.model.name}_{cfg.scale.name}"
 
 
-def fit_error(runs: int, peak_gib: float | None, totals_gib: Sequence[float], margin: float, context_gib: float, what: str) -> str | None:
+def fit_error(
+    runs: int, peak_gib: float | None, totals_gib: Sequence[float], margin: float, context_gib: float, what: str
+) -> str | None:
     """Why `runs` copies of a run whose torch peak is `peak_gib` (plus `context_gib` of CUDA context
     each) do not fit in (1 - margin) of the smallest GPU of `totals_gib`; None when they fit.
     Pure: the totals come from NVML in `check`, from the test's numbers in tests."""
@@ -49,9 +51,10 @@ def fit_error(runs: int, peak_gib: float | None, totals_gib: Sequence[float], ma
     usable = total * (1.0 - margin)
     need = runs * (float(peak_gib) + context_gib)
     if need > usable:
-        fits = int(usable // (float(peak_gib) + context_gib))
+        peak = float(peak_gib)
+        fits = int(usable // (peak + context_gib))
         return (
-            f"hw.runs_per_gpu={runs}: {runs} x ({float(peak_gib):.1f} GiB peak of {what} + {context_gib:.1f} GiB context) "
+            f"hw.runs_per_gpu={runs}: {runs} x ({peak:.1f} GiB peak of {what} + {context_gib:.1f} GiB context) "
             f"= {need:.1f} GiB > {usable:.1f} GiB ({1.0 - margin:.0%} of {total:.0f} GiB); at most {fits} fit"
         )
     return None
@@ -122,5 +125,10 @@ def apply(cfg: DictConfig, multirun: bool) -> None:
     with open_dict(cfg):
         cfg.tracking.tags[names.GPU_SHARE] = str(share)
         cfg.tracking.tags[names.MPS] = mps
-        if share > 1 and str(cfg.hw.name) == "cpu" and cfg.hw.get("threads") is None and not os.environ.get("OMP_NUM_THREADS"):
+        if (
+            share > 1
+            and str(cfg.hw.name) == "cpu"
+            and cfg.hw.get("threads") is None
+            and not os.environ.get("OMP_NUM_THREADS")
+        ):
             cfg.hw.threads = max(1, hardware.host_cores() // share)
