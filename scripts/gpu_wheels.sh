@@ -17,7 +17,8 @@ for tag in manylinux1 manylinux2014 manylinux_2_17 manylinux_2_24 manylinux_2_27
 done
 python3 -m pip download -q --disable-pip-version-check --find-links "$work" --only-binary=:all: \
   --python-version 3.12 --implementation cp "${platforms[@]}" -d "$work" \
-  mlflow==3.17.2 optuna==5.0.0 hydra-core==1.3.8 mlperf-logging==4.1.68 pycocotools==2.0.11 cmaes==0.13.1
+  mlflow==3.17.2 optuna==5.0.0 hydra-core==1.3.8 mlperf-logging==4.1.68 pycocotools==2.0.11 cmaes==0.13.1 \
+  hydra-joblib-launcher==1.2.0
 # already on the GPU image (its package list in the device notes): keep its versions
 on_image=" aiohappyeyeballs aiohttp aiosignal annotated_doc anyio attrs certifi charset_normalizer click
  cloudpickle contourpy cycler fonttools frozenlist h11 idna jinja2 joblib kiwisolver markupsafe matplotlib
