@@ -10,8 +10,8 @@ launcher, one at a time, as without packing; N>1: hydra/launcher=packed with hw.
 with --mps on, hw.mps=true), each with its own MLflow store under --work-dir. Written: one CSV row
 per N (runs per hour, speed-up over N=1, the most GPU memory NVML saw in use, mean GPU busy %,
 whether every seed's epochs equal N=1's) and one row per run (--runs-csv): sharing must not change
-epochs-to-converge, only the seconds. The per-run peak for the packing check comes from --peak-gib,
-else from the N=1 runs' peak_gpu_memory_gib metric (so run N=1 first, as the default list does).
+epochs-to-converge, only the seconds. The per-run memory for the packing check comes from --peak-gib,
+else from the most GPU memory NVML saw in use during N=1 (so run N=1 first, as the default list does).
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=16, help="seeds per N (bounds each N's time)")
     parser.add_argument("--n", default="1,2,4,8,12", help="runs per GPU to measure, comma-separated")
     parser.add_argument("--mps", choices=("on", "off"), default="on", help="CUDA MPS for N>1")
-    parser.add_argument("--peak-gib", type=float, default=None, help="one run's peak GiB (default: N=1's metric)")
+    parser.add_argument("--peak-gib", type=float, default=None, help="one run's GiB in use (default: N=1's NVML max)")
     parser.add_argument("--set", action="append", default=[], help="extra override, e.g. --set max_epochs=1")
     parser.add_argument("--work-dir", type=Path, default=None, help="sweeps' stores and logs (default: a temp dir)")
     stamp = datetime.date.today().isoformat()
@@ -143,9 +143,8 @@ def main() -> None:
         work.mkdir(parents=True, exist_ok=True)
         wall, gpu = sweep(args, n, peak, work)
         rows = run_rows(work, args.model)
-        if n == 1 and peak is None:
-            peaks = [r["peak_gpu_memory_gib"] for r in rows if r["peak_gpu_memory_gib"] is not None]
-            peak = max(peaks) if peaks else None
+        if n == 1 and peak is None:  # what NVML saw in use with one run at a time (context included)
+            peak = gpu.max_used_gib
         rate = len(rows) / wall * 3600
         base_rate = base_rate or (rate if n == 1 else None)
         epochs = epochs_key(rows)

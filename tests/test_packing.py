@@ -29,12 +29,19 @@ def test_the_memory_check_refuses_an_n_that_does_not_fit() -> None:
 
 def test_an_unknown_peak_refuses_and_says_how_to_measure_it() -> None:
     cfg = compose(["model=gnmt", "scale=ding", "hw=h200", "hw.runs_per_gpu=8"])
-    with pytest.raises(T4BenchError, match=r"peak_memory_gib\.gnmt_ding=null.*peak_gpu_memory_gib metric"):
+    with pytest.raises(T4BenchError, match=r"peak_memory_gib\.gnmt_ding=null.*NVML shows in use"):
         packing.check(cfg, totals_gib=H200_GIB)
     fits = compose(["model=gnmt", "scale=ding", "hw=h200", "hw.runs_per_gpu=24", "hw.peak_memory_gib.gnmt_ding=4.0"])
     packing.check(fits, totals_gib=H200_GIB)
     too_many = compose(
-        ["model=gnmt", "scale=ding", "hw=h200", "hw.runs_per_gpu=40", "hw.peak_memory_gib.gnmt_ding=4.0"]
+        [
+            "model=gnmt",
+            "scale=ding",
+            "hw=h200",
+            "hw.runs_per_gpu=40",
+            "hw.peak_memory_gib.gnmt_ding=4.0",
+            "hw.context_gib=0.6",
+        ]
     )
     with pytest.raises(T4BenchError, match="at most 27 fit"):
         packing.check(too_many, totals_gib=H200_GIB)
