@@ -135,7 +135,7 @@ def main() -> None:
     name = f"runs_per_hour_{args.hw}_{args.model}_{args.scale}_mps-{args.mps}_{stamp}"
     out = args.csv or REPO / "benchmarks" / "results" / f"{name}.csv"
     runs_out = out.with_name(out.stem + "_runs.csv")
-    work_root = args.work_dir or Path(tempfile.mkdtemp(prefix="runs_per_hour-"))
+    work_root = (args.work_dir or Path(tempfile.mkdtemp(prefix="runs_per_hour-"))).resolve()
     peak, base_rate, base_epochs = args.peak_gib, None, None
     summary, per_run = [], []
     for n in [int(x) for x in args.n.split(",")]:

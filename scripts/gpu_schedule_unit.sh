@@ -23,8 +23,9 @@ RUNS_PER_GPU=${RUNS_PER_GPU:-1}
 MPS=${MPS:-false}
 OUT=${OUT:-docs/convergence}
 WORK=${WORK:-multirun/schedule_unit}
-STORE=${STORE:-sqlite:///$PWD/$WORK/mlflow.db}
 mkdir -p "$WORK" "$OUT"
+WORK=$(cd "$WORK" && pwd)  # absolute: the store URL and the runs' artifacts must not land in the repo
+STORE=${STORE:-sqlite:///$WORK/mlflow.db}
 export T4BENCH_DATA_DIR=${T4BENCH_DATA_DIR:-$PWD/data}
 for model in $MODELS; do
   pack=()
