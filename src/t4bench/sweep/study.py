@@ -212,7 +212,10 @@ class OptunaStudyRunner:
         # the same handler as a training run's: SIGTERM becomes RunTerminated, which the
         # in-flight trial turns into FAIL + requeue
         workers = Workers(
-            int(self.cfg.get("n_jobs", 1) or 1), int(self.cfg.get("worker_index", 0) or 0), self.sweep_dir
+            int(self.cfg.get("n_jobs", 1) or 1),
+            int(self.cfg.get("worker_index", 0) or 0),
+            self.sweep_dir,
+            gpus=int(self.cfg.get("gpus", 1) or 1),  # set by the sweeper when hw.runs_per_gpu packs
         )
         runner = self.trial_runner()
         pace = Pace(self.n_trials, already_done=self._finished())
