@@ -28,7 +28,7 @@ def test_the_memory_check_refuses_an_n_that_does_not_fit() -> None:
 
 
 def test_an_unknown_peak_refuses_and_says_how_to_measure_it() -> None:
-    cfg = compose(["model=gnmt", "scale=ding", "hw=h200", "hw.runs_per_gpu=8"])
+    cfg = compose(["model=gnmt", "scale=ding", "hw=h200", "hw.runs_per_gpu=8", "hw.peak_memory_gib.gnmt_ding=null"])
     with pytest.raises(T4BenchError, match=r"peak_memory_gib\.gnmt_ding=null.*NVML shows in use"):
         packing.check(cfg, totals_gib=H200_GIB)
     fits = compose(["model=gnmt", "scale=ding", "hw=h200", "hw.runs_per_gpu=24", "hw.peak_memory_gib.gnmt_ding=4.0"])
