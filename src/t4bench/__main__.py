@@ -3,6 +3,7 @@ after the preflight checks, so `--help`, `--cfg job` and bad input stay fast."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -13,7 +14,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from t4bench import probe, run_env
+from t4bench import overrides, probe, run_env
 from t4bench.errors import RunTerminated, T4BenchError
 
 #: what ranks > 0 of an outer launcher add to their command line: no `.hydra/` record and no job
@@ -36,6 +37,8 @@ def rank_overrides(argv: Sequence[str], outer_rank: int) -> list[str]:
 @hydra.main(version_base="1.3", config_path="../../conf", config_name="config")
 def app(cfg: DictConfig) -> dict[str, Any]:
     try:
+        # `+key=` that no code reads, a map replaced by one value: refused before anything exists
+        overrides.check_added_keys(list(HydraConfig.get().overrides.task), cfg=cfg)
         from t4bench.runner import run
 
         return run(cfg, Path(HydraConfig.get().runtime.output_dir))
@@ -53,8 +56,19 @@ def main() -> None:
         print(f"t4bench: error: {err}", file=sys.stderr)
         sys.exit(2)
     sys.argv = [sys.argv[0], *rank_overrides(sys.argv[1:], rank)]
+    # Hydra's errors reach us as exceptions (not its multi-line report and exit 1), so that every
+    # mistake on the command line is one line and exit 2; an unexpected error keeps its traceback
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    from hydra.errors import HydraException
+
     try:
         app()
+    except T4BenchError as err:  # raised outside the task, e.g. by the sweeper's checks
+        print(f"t4bench: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    except HydraException as err:  # composition, override grammar, instantiation
+        print(f"t4bench: error: {overrides.explain(err, sys.argv[1:])}", file=sys.stderr)
+        sys.exit(2)
     except RunTerminated as stop:  # the run is closed as KILLED already; exit as a signal would
         closed = f"MLflow run {stop.run_id} is marked KILLED" if stop.run_id else "no MLflow run had been created"
         print(f"t4bench: stopped by {stop}; {closed}", file=sys.stderr)

@@ -235,12 +235,25 @@ def optuna_storage(storage: str, timeout_s: float = TIMEOUT_S) -> None:
 
 
 def working_dir(argv: Sequence[str], cwd: Path | None = None) -> None:
-    """Before Hydra starts: it makes `outputs/` (or `multirun/`) in the working directory unless
-    `hydra.run.dir` / `hydra.sweep.dir` moves it, and fails with a traceback when it cannot."""
-    given = {arg.split("=", 1)[0].lstrip("+~") for arg in argv if "=" in arg}
-    if any(option in given for option in _OUTPUT_OPTIONS):
-        return
+    """Before Hydra starts: it makes `outputs/` (or `multirun/`) in the working directory, or the
+    folder `hydra.run.dir` / `hydra.sweep.dir` names, and fails with a traceback when it cannot
+    (a read-only mount, a path under a regular file)."""
     folder = cwd or Path.cwd()
+    given = {}
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if sep:
+            given[key.lstrip("+~")] = value.strip("'\"")
+    explicit = [(option, given[option]) for option in _OUTPUT_OPTIONS if option in given]
+    for option, value in explicit:
+        # the fixed part of the path: an interpolation such as ${now:...} is filled in later
+        fixed = Path(value.split("${", 1)[0] or ".")
+        target = fixed if fixed.is_absolute() else folder / fixed
+        problem = writable_dir_problem(target)
+        if problem:
+            raise T4BenchError(f"{option}={value}: {problem}; Hydra writes the run's outputs there")
+    if explicit:
+        return
     problem = writable_dir_problem(folder)
     if problem:
         raise T4BenchError(
