@@ -33,7 +33,7 @@ _ABSENT = object()
 def config_keys(cfg: Any, prefix: str = "") -> Iterator[str]:
     """Every dotted key of `cfg` (maps and leaves), interpolations left unresolved."""
     if isinstance(cfg, DictConfig):
-        items = [(str(k), cfg._get_node(k)) for k in cfg.keys()]  # the node: no interpolation resolved
+        items = [(str(k), cfg._get_node(k)) for k in cfg]  # the node: no interpolation resolved
         for key, node in items:
             path = f"{prefix}{key}"
             yield path
@@ -82,7 +82,7 @@ def is_read(key: str, schema: DictConfig) -> bool:
     """Whether t4bench reads `key` when it is added: it is in the schema, lies under a map the
     schema declares empty (free: tracking.tags, callbacks, perf.models), is an argument of the
     `_target_` node it is added to, or is an option the validation table knows."""
-    from t4bench.validation import RULES, FRAMEWORK_RULES
+    from t4bench.validation import FRAMEWORK_RULES, RULES
 
     parts = key.split(".")
     for depth in range(1, len(parts) + 1):
@@ -166,10 +166,10 @@ def check_added_keys(
         if isinstance(node, DictConfig) and len(node) and not override.is_sweep_override():
             value = override.value()
             if not isinstance(value, dict):
-                shown = ", ".join(list(map(str, node.keys()))[:5])
+                names = [str(name) for name in node]
                 raise T4BenchError(
-                    f"{override.input_line}: {key} is a group of settings ({shown}, ...), not one value; "
-                    f"set one of them, e.g. {key}.{next(iter(node.keys()))}=..."
+                    f"{override.input_line}: {key} is a group of settings ({', '.join(names[:5])}, ...), "
+                    f"not one value; set one of them, e.g. {key}.{names[0]}=..."
                 )
 
 
