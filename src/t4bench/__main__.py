@@ -14,7 +14,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from t4bench import overrides, probe, run_env
+from t4bench import cli_preflight, overrides, probe, run_env
 from t4bench.errors import RunTerminated, T4BenchError
 
 #: what ranks > 0 of an outer launcher add to their command line: no `.hydra/` record and no job
@@ -37,8 +37,6 @@ def rank_overrides(argv: Sequence[str], outer_rank: int) -> list[str]:
 @hydra.main(version_base="1.3", config_path="../../conf", config_name="config")
 def app(cfg: DictConfig) -> dict[str, Any]:
     try:
-        # `+key=` that no code reads, a map replaced by one value: refused before anything exists
-        overrides.check_added_keys(list(HydraConfig.get().overrides.task), cfg=cfg)
         from t4bench.runner import run
 
         return run(cfg, Path(HydraConfig.get().runtime.output_dir))
@@ -52,7 +50,9 @@ def main() -> None:
     try:
         rank = run_env.launched_rank()
         probe.working_dir(sys.argv[1:])  # Hydra makes its output folder before any t4bench code runs
-    except T4BenchError as err:  # a launcher variable that is not a number, an unwritable cwd
+        # the command line composed and checked as Hydra will compose it: nothing exists yet
+        cli_preflight.check(sys.argv[1:])
+    except T4BenchError as err:  # a launcher variable that is not a number, an unwritable cwd, bad input
         print(f"t4bench: error: {err}", file=sys.stderr)
         sys.exit(2)
     sys.argv = [sys.argv[0], *rank_overrides(sys.argv[1:], rank)]

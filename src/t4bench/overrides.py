@@ -144,7 +144,7 @@ def check_added_keys(
     the closest key; also a map (e.g. `model.optimizer`) replaced by a plain value. `cfg`: the
     composed config, whose `_target_` nodes say which arguments an added key may be."""
     parsed = [o for o in _parse(task_overrides) if not o.is_delete()]
-    interesting = [o for o in parsed if not _is_group(o.get_key_element())]
+    interesting = [o for o in parsed if not _is_group(o.key_or_group)]
     if not interesting:
         return
     schema = schema if schema is not None else schema_for(task_overrides)
