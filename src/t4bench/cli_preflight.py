@@ -81,15 +81,18 @@ def _check_values(cfg: DictConfig) -> None:
     preflight.check_scale(cfg)
 
 
-def _searched(cfg: DictConfig, argv_overrides: Sequence[Any]) -> list[Any]:
-    """The sweep overrides: the command line's and the sweeper's `params` (the command line wins)."""
+def _searched(cfg: DictConfig, argv_overrides: Sequence[Any]) -> tuple[list[str], list[Any]]:
+    """The sweeper's `params` that are plain values (passed to every job), and the sweep overrides:
+    the command line's and the `params`' (the command line wins)."""
     params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None)
     plain = OmegaConf.to_container(params) if isinstance(params, DictConfig) else {}
     lines = [f"{key!s}={text}" for key, text in plain.items()] if isinstance(plain, dict) else []
     from_config = {o.key_or_group: o for o in _parse(lines)}
     for override in argv_overrides:
         from_config.pop(override.key_or_group, None)
-    return [*from_config.values(), *(o for o in argv_overrides if o.is_sweep_override())]
+    plain_params = [o.input_line for o in from_config.values() if not o.is_sweep_override()]
+    searched = [o for o in from_config.values() if o.is_sweep_override()]
+    return plain_params, [*searched, *(o for o in argv_overrides if o.is_sweep_override())]
 
 
 def _check_output(cfg: DictConfig, option: str) -> None:
@@ -127,7 +130,7 @@ def check(argv: Sequence[str]) -> None:
     storage = OmegaConf.select(cfg, "hydra.sweeper.storage", default=None)
     if storage:
         probe.optuna_storage(str(storage))
-    searched = _searched(cfg, [o for o in parsed if o.is_sweep_override()])
+    plain_params, searched = _searched(cfg, [o for o in parsed if o.is_sweep_override()])
     for high in (False, True):
         sampled = [_sample(override, high) for override in searched]
-        _check_values(_compose([*fixed, *sampled], argv))
+        _check_values(_compose([*fixed, *plain_params, *sampled], argv))
