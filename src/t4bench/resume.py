@@ -25,6 +25,68 @@ SAME_SETUP = ("model.name", "scale.name", "seed", "model.batch_size", "hw.count"
 RESUMED_TAG = "t4bench.resumed_from_epoch"
 
 
+#: what a resumed run may set differently from the run it continues: how long it trains and how it
+#: is watched and recorded. Anything else (LR, model, data, eval cadence...) would make a run that
+#: is neither setup: refused, naming the keys. Entries ending in "." cover their whole subtree.
+MAY_CHANGE = (
+    "max_epochs",
+    "progress",
+    "resume",
+    "resume_finished",
+    "checkpoint.",
+    "tracking.",
+    "paths.",
+    "callbacks.",
+    "hw.telemetry.",
+    "hw.threads",
+    "hw.loader_workers",
+)
+#: the longest param value MLflow keeps (and t4bench logs)
+PARAM_CHARS = 6000
+
+
+def may_change(key: str) -> bool:
+    return any(key == entry or (entry.endswith(".") and key.startswith(entry)) for entry in MAY_CHANGE)
+
+
+def check_changes(wanted: str, logged: dict[str, str], planned: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """The params this resume sets differently from those the run logged at its start, as
+    key -> (was, now); CheckpointError naming the keys when one of them may not change."""
+    differs = {
+        key: (logged[key], value[:PARAM_CHARS])
+        for key, value in planned.items()
+        if key in logged and logged[key] != value[:PARAM_CHARS]
+    }
+    refused = {key: pair for key, pair in differs.items() if not may_change(key)}
+    if refused:
+        shown = ", ".join(f"{key}={now} (the run has {was})" for key, (was, now) in sorted(refused.items()))
+        raise CheckpointError(
+            f"resume={wanted}: may not change when resuming: {shown}; resume with the run's values or start a new run"
+        )
+    return differs
+
+
+def check_status(wanted: str, run: Any, allow_finished: bool) -> None:
+    """A FINISHED run is trained further only when asked for (resume_finished=true)."""
+    if run.info.status == "FINISHED" and not allow_finished:
+        outcome = run.data.tags.get(names.OUTCOME, "?")
+        raise CheckpointError(
+            f"resume={wanted}: run {run.info.run_id} is FINISHED (outcome {outcome}); give resume_finished=true "
+            "to train it further (e.g. with a higher max_epochs)"
+        )
+
+
+def restore(client: Any, run_id: str, status: str, outcome: str | None) -> None:
+    """Put a FINISHED run's status and outcome back after a resumed attempt on it failed."""
+    if outcome:
+        client.set_tag(run_id, names.OUTCOME, outcome)
+    client.set_tag(run_id, RESUME_FAILED_TAG, "true")
+    client.set_terminated(run_id, status=status)
+
+
+RESUME_FAILED_TAG = "t4bench.resume_failed"
+
+
 @dataclass(frozen=True)
 class ResumePoint:
     path: Path

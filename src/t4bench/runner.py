@@ -46,23 +46,46 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
 
     # `tracking.run_id`: a run made by a launcher (mlflow run) to train into; `resume=`: the
     # checkpoint's run, RUNNING again
-    run_id = cfg.tracking.get("run_id") or (_resumed_run(cfg) if env.is_main else None)
-    return run_rank(cfg, env, output_dir, run_id=run_id)
+    resumed = None if cfg.tracking.get("run_id") or not env.is_main else _resumed_run(cfg, env)
+    run_id = cfg.tracking.get("run_id") or (resumed.info.run_id if resumed else None)
+    try:
+        return run_rank(cfg, env, output_dir, run_id=run_id)
+    except BaseException:
+        if resumed is not None and resumed.info.status == names.FINISHED:
+            from mlflow.tracking import MlflowClient
+
+            from t4bench import resume
+
+            # a failed attempt to train a finished run further leaves its result as it was
+            resume.restore(
+                MlflowClient(str(cfg.tracking.uri)),
+                resumed.info.run_id,
+                names.FINISHED,
+                resumed.data.tags.get(names.OUTCOME),
+            )
+        raise
 
 
-def _resumed_run(cfg: DictConfig) -> str | None:
-    """resume=...: the checkpoint's MLflow run, reopened (None without resume)."""
+def _resumed_run(cfg: DictConfig, env: RunEnvironment) -> Any:
+    """resume=...: the checkpoint's MLflow run as it was before this attempt (None without resume),
+    reopened after the checks: settings that may not change, a FINISHED run not asked for."""
     if cfg.get("resume") in (None, ""):
         return None
     from mlflow.tracking import MlflowClient
 
     from t4bench import resume
+    from t4bench.tracking import flatten, resolved_config
 
     point = resume.find(cfg)
     if point is None or not point.run_id:
         return None
-    resume.reopen(MlflowClient(str(cfg.tracking.uri)), point.run_id, point.epoch)
-    return point.run_id
+    client = MlflowClient(str(cfg.tracking.uri))
+    run = client.get_run(point.run_id)
+    wanted = str(cfg.resume)
+    resume.check_changes(wanted, dict(run.data.params), flatten(resolved_config(cfg, env)))
+    resume.check_status(wanted, run, bool(cfg.get("resume_finished", False)))
+    resume.reopen(client, point.run_id, point.epoch)
+    return run
 
 
 def _spawn_ranks(

@@ -139,6 +139,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     # checkpoint/resume (t4bench.checkpoint, t4bench.resume): every N epochs (0: off), newest kept
     ("checkpoint.every", NON_NEGATIVE_INT),
     ("checkpoint.keep", POSITIVE_INT),
+    ("resume_finished", Flag()),
     ("model.batch_size", POSITIVE_INT),
     ("model.eval_batch_size", POSITIVE_INT),
     ("model.max_epochs", POSITIVE_INT),
