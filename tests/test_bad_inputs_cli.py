@@ -43,24 +43,27 @@ def snapshot(folder: Path) -> dict[str, str]:
     }
 
 
-def run_cli(folder: Path, store: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    folder: Path, store: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     db = folder / "mlflow.db"
     db.write_bytes(store.read_bytes())
-    env = {
+    full_env = {
         **os.environ,
         "OMP_NUM_THREADS": "1",
         "MLFLOW_TRACKING_URI": f"sqlite:///{db}",
         "T4BENCH_DATA_DIR": str(DATA_ROOT),
         "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
+        **(env or {}),
     }
     command = [sys.executable, "-m", "t4bench", "progress=plain", "hw.telemetry.enabled=false", *args]
-    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(command, cwd=folder, env=full_env, capture_output=True, text=True, timeout=120)
 
 
-def refused(tmp_path: Path, store: Path, *args: str) -> str:
+def refused(tmp_path: Path, store: Path, *args: str, env: dict[str, str] | None = None) -> str:
     """Run a bad command line; assert one error line, exit 2, nothing created or changed."""
     (tmp_path / "afile").write_text("a regular file\n")
-    proc = run_cli(tmp_path, store, *args)
+    proc = run_cli(tmp_path, store, *args, env=env)
     before = {
         "afile": hashlib.sha256(b"a regular file\n").hexdigest(),
         "mlflow.db": hashlib.sha256(store.read_bytes()).hexdigest(),
@@ -128,6 +131,20 @@ def test_multirun_refused_before_the_study_exists(tmp_path: Path, store: Path, a
     assert expected in line, line
 
 
+def test_ratings_without_a_column_refused_before_the_run_folder(tmp_path: Path, store: Path) -> None:
+    data = tmp_path.parent / f"{tmp_path.name}-data"
+    (data / "movielens-100k").mkdir(parents=True)
+    ratings = data / "movielens-100k" / "ml-100k.inter"
+    ratings.write_text("user_id:token\titem_id:token\n1\t2\n")
+    line = refused(tmp_path, store, "max_epochs=1", env={"T4BENCH_DATA_DIR": str(data)})
+    assert line.startswith(f"{ratings}: no column timestamp:float"), line
+
+
+def test_multirun_with_a_dead_tracking_server(tmp_path: Path, store: Path) -> None:
+    line = refused(tmp_path, store, "--multirun", "seed=0,1", env={"MLFLOW_TRACKING_URI": "http://127.0.0.1:9"})
+    assert line.startswith("tracking.uri=http://127.0.0.1:9: no MLflow server answers"), line
+
+
 # ------------------------------------------------------------------ in-process: what stays legitimate
 
 
@@ -143,12 +160,15 @@ def test_multirun_refused_before_the_study_exists(tmp_path: Path, store: Path, a
         ["--multirun", "hydra/sweeper=optuna", "model.optimizer.lr=tag(log,interval(1e-4,1e-2))", "seed=range(0,3)"],
     ],
 )
-def test_legitimate_command_lines_pass(args: list[str]) -> None:
+def test_legitimate_command_lines_pass(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     cli_preflight.check(args)
+    assert list(tmp_path.iterdir()) == []  # checked, nothing made
 
 
 @pytest.mark.parametrize("sweep", sorted(p.stem for p in (REPO / "sweeps").glob("*.yaml")))
-def test_every_shipped_sweep_passes(sweep: str) -> None:
+def test_every_shipped_sweep_passes(sweep: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     cli_preflight.check(["--multirun", f"+sweeps={sweep}"])
 
 

@@ -5,10 +5,12 @@ The config is composed here as Hydra will compose it (a --multirun twice: with e
 parameter at the low end of its range and at the high end, so an unknown parameter or a range
 reaching a bad value is named before the study exists), then checked: Hydra's composition errors,
 `+` keys no code reads (t4bench.overrides), every config value (t4bench.validation), the scale
-(t4bench.preflight), a sweep's search ranges (t4bench.sweep.space), its output folder and its
-Optuna storage (t4bench.probe). Each failure is one `T4BenchError` line.
+(t4bench.preflight), a sweep's search ranges (t4bench.sweep.space), its output folder, its
+Optuna storage and the tracking store (t4bench.probe), the data files' structure (the
+benchmark's `check_inputs`). Each failure is one `T4BenchError` line.
 
-Only Hydra, OmegaConf and the standard library load here (~0.3 s per composition).
+Hydra, OmegaConf and the standard library load at import (~0.3 s per composition); the
+benchmark's module only for the data check, once the config is known to be good.
 """
 
 from __future__ import annotations
@@ -81,6 +83,23 @@ def _check_values(cfg: DictConfig) -> None:
     preflight.check_scale(cfg)
 
 
+def _check_places(cfg: DictConfig) -> None:
+    """The tracking store and the data files' structure, resolved as the job will resolve them
+    (Hydra's node set, so `${hydra:runtime.cwd}` is this directory). The benchmark's module (and
+    torch) load here instead of later in the same process."""
+    from hydra.core.hydra_config import HydraConfig
+
+    HydraConfig.instance().set_config(cfg)
+    try:
+        probe.tracking(str(cfg.tracking.uri))  # a dead server or damaged store: one line in seconds
+        if not bool(OmegaConf.select(cfg, "input.synthetic", default=False)):
+            from t4bench.benchmark import benchmark_class
+
+            benchmark_class(cfg).check_inputs(cfg)
+    finally:
+        HydraConfig.instance().cfg = None  # Hydra sets the job's own when it starts it
+
+
 def _searched(cfg: DictConfig, argv_overrides: Sequence[Any]) -> tuple[list[str], list[Any]]:
     """The sweeper's `params` that are plain values (passed to every job), and the sweep overrides:
     the command line's and the `params`' (the command line wins)."""
@@ -124,6 +143,7 @@ def check(argv: Sequence[str]) -> None:
     if not multirun:
         cfg = _compose(lines, argv)
         _check_values(cfg)
+        _check_places(cfg)
         return
     cfg = _compose(fixed, argv)
     _check_output(cfg, "hydra.sweep.dir")
@@ -133,4 +153,6 @@ def check(argv: Sequence[str]) -> None:
     plain_params, searched = _searched(cfg, [o for o in parsed if o.is_sweep_override()])
     for high in (False, True):
         sampled = [_sample(override, high) for override in searched]
-        _check_values(_compose([*fixed, *plain_params, *sampled], argv))
+        job = _compose([*fixed, *plain_params, *sampled], argv)
+        _check_values(job)
+    _check_places(job)
