@@ -69,6 +69,16 @@ def main() -> None:
     except HydraException as err:  # composition, override grammar, instantiation
         print(f"t4bench: error: {overrides.explain(err, sys.argv[1:])}", file=sys.stderr)
         sys.exit(2)
+    except Exception as err:
+        if not probe.is_disk_full(err):
+            raise
+        # the store filled up after the probe: the run (if one was made) is left to `runs repair`
+        print(
+            "t4bench: error: the disk is full (tracking store or run folder); free space and run "
+            "`python -m t4bench.runs repair` to close a run left RUNNING",
+            file=sys.stderr,
+        )
+        sys.exit(2)
     except RunTerminated as stop:  # the run is closed as KILLED already; exit as a signal would
         closed = f"MLflow run {stop.run_id} is marked KILLED" if stop.run_id else "no MLflow run had been created"
         print(f"t4bench: stopped by {stop}; {closed}", file=sys.stderr)

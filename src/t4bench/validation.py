@@ -139,6 +139,11 @@ RULES: tuple[tuple[str, Rule], ...] = (
     # checkpoint/resume (t4bench.checkpoint, t4bench.resume): every N epochs (0: off), newest kept
     ("checkpoint.every", NON_NEGATIVE_INT),
     ("checkpoint.keep", POSITIVE_INT),
+    # the Optuna sweeper (checked by cli_preflight, which composes Hydra's node); n_trials=0 on an
+    # existing study reports it and runs nothing
+    ("hydra.sweeper.n_trials", NON_NEGATIVE_INT),
+    ("hydra.sweeper.n_jobs", POSITIVE_INT),
+    ("hydra.sweeper.seeds_per_trial", POSITIVE_INT),
     ("resume_finished", Flag()),
     ("model.batch_size", POSITIVE_INT),
     ("model.eval_batch_size", POSITIVE_INT),
