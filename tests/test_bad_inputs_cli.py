@@ -96,6 +96,7 @@ def refused(tmp_path: Path, store: Path, *args: str, env: dict[str, str] | None 
             "+callbacks.fail.epok=1: t4bench.faults.RaiseAtEpoch takes no argument 'epok'",
         ),
         (["hydra.run.dir=afile/run"], "hydra.run.dir=afile/run: "),
+        (["hw=v100-sxm2"], "hw=v100-sxm2 asks for 1x"),
     ],
 )
 def test_single_run_refused_before_anything_exists(tmp_path: Path, store: Path, args: list[str], expected: str) -> None:

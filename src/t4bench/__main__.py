@@ -55,7 +55,10 @@ def main() -> None:
     except T4BenchError as err:  # a launcher variable that is not a number, an unwritable cwd, bad input
         print(f"t4bench: error: {err}", file=sys.stderr)
         sys.exit(2)
-    sys.argv = [sys.argv[0], *rank_overrides(sys.argv[1:], rank)]
+    # `--multirun` after overrides is Hydra's argparse usage error: put the switch first
+    switches = [arg for arg in sys.argv[1:] if arg in cli_preflight.MULTIRUN_FLAGS]
+    rest = [arg for arg in sys.argv[1:] if arg not in cli_preflight.MULTIRUN_FLAGS]
+    sys.argv = [sys.argv[0], *switches, *rank_overrides(rest, rank)]
     # Hydra's errors reach us as exceptions (not its multi-line report and exit 1), so that every
     # mistake on the command line is one line and exit 2; an unexpected error keeps its traceback
     os.environ["HYDRA_FULL_ERROR"] = "1"

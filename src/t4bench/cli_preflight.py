@@ -25,8 +25,6 @@ from t4bench import overrides, preflight, probe, validation
 from t4bench.errors import T4BenchError
 
 MULTIRUN_FLAGS = ("--multirun", "-m")
-#: command-line flags that only print (the config, help, plugins): nothing is checked for them
-PRINT_FLAGS = ("--cfg", "-c", "--help", "-h", "--hydra-help", "--info", "-i", "--resolve", "--version")
 
 
 def _parse(lines: Sequence[str]) -> list[Any]:
@@ -84,13 +82,14 @@ def _check_values(cfg: DictConfig) -> None:
 
 
 def _check_places(cfg: DictConfig) -> None:
-    """The tracking store and the data files' structure, resolved as the job will resolve them
+    """The hardware, the tracking store and the data files' structure, resolved as the job will resolve them
     (Hydra's node set, so `${hydra:runtime.cwd}` is this directory). The benchmark's module (and
     torch) load here instead of later in the same process."""
     from hydra.core.hydra_config import HydraConfig
 
     HydraConfig.instance().set_config(cfg)
     try:
+        preflight.check(cfg)  # the hardware asked for is here (hw=h200 on a CPU host: one line)
         probe.tracking(str(cfg.tracking.uri))  # a dead server or damaged store: one line in seconds
         if not bool(OmegaConf.select(cfg, "input.synthetic", default=False)):
             from t4bench.benchmark import benchmark_class
@@ -127,8 +126,8 @@ def _check_output(cfg: DictConfig, option: str) -> None:
 
 def check(argv: Sequence[str]) -> None:
     """Raise one `T4BenchError` line for anything wrong on the command line `argv`."""
-    if any(arg.split("=", 1)[0] in PRINT_FLAGS for arg in argv):
-        return
+    if any(arg.startswith("-") and arg not in MULTIRUN_FLAGS for arg in argv):
+        return  # --cfg, --help, --info, --config-name ...: printing, or a config Hydra loads itself
     multirun = any(arg in MULTIRUN_FLAGS for arg in argv)
     lines = [arg for arg in argv if not arg.startswith("-")]
     try:
