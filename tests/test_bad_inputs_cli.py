@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -183,3 +184,31 @@ def test_closest_key() -> None:
 def test_unread_plus_key_in_process() -> None:
     with pytest.raises(T4BenchError, match=r"\+model.lrr=1: no t4bench code reads model.lrr"):
         cli_preflight.check(["+model.lrr=1"])
+
+
+def _can_mount() -> bool:
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        return False
+    return subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _can_mount(), reason="needs root and `unshare -m` (a private mount namespace)")
+def test_run_dir_on_a_read_only_mount(tmp_path: Path) -> None:
+    """hydra.run.dir on a read-only bind mount (root ignores permission bits): one line, nothing written."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    command = f"{sys.executable} -m t4bench progress=plain hydra.run.dir={folder}/run"
+    script = f"mount --bind -o ro {folder} {folder} && {command}"
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
+        "T4BENCH_DATA_DIR": str(DATA_ROOT),
+        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.strip() == (
+        f"t4bench: error: hydra.run.dir={folder}/run: {folder} is not writable (Read-only file system); "
+        "Hydra writes the run's outputs there"
+    )
+    assert list(folder.iterdir()) == [] and not (tmp_path / "mlflow.db").exists()
