@@ -51,6 +51,7 @@ def test_huge_lr_ends_diverged(tmp_path: Path) -> None:
     assert run.info.status == "FINISHED" and run.data.tags["t4bench.outcome"] == "diverged"
 
 
+@pytest.mark.slow
 def test_zero_trials_on_an_existing_sweep_changes_nothing(tmp_path: Path) -> None:
     db = tmp_path / "mlflow.db"
     sweep = ["--multirun", "hydra/sweeper=optuna", "model.optimizer.lr=interval(0.001,0.002)", "max_epochs=1"]

@@ -107,6 +107,7 @@ def _history(client: MlflowClient, run_id: str, key: str) -> list[tuple[int, flo
     return sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
 
 
+@pytest.mark.slow
 def test_two_ranks_resume_each_from_its_own_rng_state(tmp_path: Path) -> None:
     """hw.count=2: one epoch, then resumed to two, equals two straight epochs; rank 1 wrote and
     restored its own generators (epoch-0001.rank1.rng.pt)."""

@@ -56,6 +56,7 @@ def history(folder: Path, run_id: str, key: str) -> list[tuple[int, float]]:
     return sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
 
 
+@pytest.mark.slow
 def test_killed_trial_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     straight.mkdir()
