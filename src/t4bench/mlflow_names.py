@@ -19,6 +19,9 @@ SEED = "t4bench.seed"
 OUTCOME = "t4bench.outcome"
 #: why the run ended as it did, when the loop says (e.g. the loss that diverged)
 OUTCOME_NOTE = "t4bench.outcome_note"
+#: a resumed run's setting that differs from its start (max_epochs=...): tag <prefix><key> = the
+#: new value; the params keep the values the run started with
+RESUME_CHANGED_PREFIX = "t4bench.resume_changed."
 SWEEP_ID = "t4bench.sweep_id"
 #: how many runs shared the run's GPU (packed runs); above 1 its seconds are not a time to train
 GPU_SHARE = "t4bench.gpu_share"

@@ -42,14 +42,30 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
         launch.preflight(env)  # torch.distributed / horovod.torch: the PyTorch ranks' backends
     if not cfg.input.synthetic:
         bench_cls.check_inputs(cfg)
-    if env.spawn:
-        return _spawn_ranks(cfg, env, output_dir, bench_cls, frameworks.spawner(framework))
-    from t4bench.rank import run_rank  # MLflow and the framework: only now
-
     # `tracking.run_id`: a run made by a launcher (mlflow run) to train into; `resume=`: the
-    # checkpoint's run, RUNNING again
-    run_id = cfg.tracking.get("run_id") or (_resumed_run(cfg) if env.is_main else None)
-    return run_rank(cfg, env, output_dir, run_id=run_id)
+    # checkpoint's run, RUNNING again (also when this process spawns the ranks)
+    resumed = None if cfg.tracking.get("run_id") or not env.is_main else _resumed_run(cfg, env)
+    run_id = cfg.tracking.get("run_id") or (resumed.info.run_id if resumed else None)
+    try:
+        if env.spawn:
+            return _spawn_ranks(cfg, env, output_dir, bench_cls, frameworks.spawner(framework), run_id)
+        from t4bench.rank import run_rank  # MLflow and the framework: only now
+
+        return run_rank(cfg, env, output_dir, run_id=run_id)
+    except BaseException:
+        if resumed is not None and resumed.info.status == names.FINISHED:
+            from mlflow.tracking import MlflowClient
+
+            from t4bench import resume
+
+            # a failed attempt to train a finished run further leaves its result as it was
+            resume.restore(
+                MlflowClient(str(cfg.tracking.uri)),
+                resumed.info.run_id,
+                names.FINISHED,
+                resumed.data.tags.get(names.OUTCOME),
+            )
+        raise
 
 
 def _multirun() -> bool:
@@ -60,23 +76,35 @@ def _multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
-def _resumed_run(cfg: DictConfig) -> str | None:
-    """resume=...: the checkpoint's MLflow run, reopened (None without resume)."""
+def _resumed_run(cfg: DictConfig, env: RunEnvironment) -> Any:
+    """resume=...: the checkpoint's MLflow run as it was before this attempt (None without resume),
+    reopened after the checks: settings that may not change, a FINISHED run not asked for."""
     if cfg.get("resume") in (None, ""):
         return None
     from mlflow.tracking import MlflowClient
 
     from t4bench import resume
+    from t4bench.tracking import flatten, resolved_config
 
     point = resume.find(cfg)
     if point is None or not point.run_id:
         return None
-    resume.reopen(MlflowClient(str(cfg.tracking.uri)), point.run_id, point.epoch)
-    return point.run_id
+    client = MlflowClient(str(cfg.tracking.uri))
+    run = client.get_run(point.run_id)
+    wanted = str(cfg.resume)
+    resume.check_changes(wanted, dict(run.data.params), flatten(resolved_config(cfg, env)))
+    resume.check_status(wanted, run, bool(cfg.get("resume_finished", False)))
+    resume.reopen(client, point.run_id, point.epoch)
+    return run
 
 
 def _spawn_ranks(
-    cfg: DictConfig, env: RunEnvironment, output_dir: Path, bench_cls: type[Benchmark], spawn: frameworks.Spawn
+    cfg: DictConfig,
+    env: RunEnvironment,
+    output_dir: Path,
+    bench_cls: type[Benchmark],
+    spawn: frameworks.Spawn,
+    run_id: str | None = None,
 ) -> dict[str, Any]:
     """hw.count=N without an outer launcher: make the MLflow run, start N ranks on it with the
     framework's `spawn` (PyTorch: torch elastic_launch, or horovod.run for dist=horovod), and mark
@@ -85,7 +113,7 @@ def _spawn_ranks(
 
     # ranks are fresh interpreters without Hydra: hand them the config with ${...} resolved here
     plain = OmegaConf.to_container(cfg, resolve=True)
-    tracker = RunTracker(str(cfg.tracking.uri), cfg.tracking.get("run_id") or None)
+    tracker = RunTracker(str(cfg.tracking.uri), run_id or None)
     tags = {**contract_tags(cfg, env, bench_cls), **env.tags, names.LAUNCHER: env.launcher}
     run_id = tracker.start(cfg, env, tags)
     status = names.FAILED
