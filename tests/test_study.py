@@ -144,3 +144,35 @@ def test_study_pair_rows_match_the_published_range() -> None:
     assert "undefined" in table.loc["ssd", "note"]
     assert table.loc["overall", "measured speed-up"] == "2.8–3.6×"
     assert table.loc["gnmt", "measured speed-up"] == study.NO_RUNS
+
+
+def _t4bench(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "T4BENCH_DATA_DIR": str(DATA_ROOT), "PYTHONPATH": str(REPO / "src")}
+    return subprocess.run([sys.executable, "-m", "t4bench", *args], cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def test_experiment_matrix_dry_run_and_refusal(tmp_path: Path) -> None:
+    from omegaconf import OmegaConf
+
+    from t4bench.study_matrix import expand
+
+    raw = OmegaConf.load(REPO / "conf" / "experiment" / "study_r740.yaml")
+    runs = expand(OmegaConf.to_container(raw.experiment.matrix))  # type: ignore[arg-type]
+    assert len(runs) == 6 * (4 + 3) and len({tuple(r.values()) for r in runs}) == len(runs)
+    assert {r["hw"] for r in runs} == {"t4", "v100-pcie"} and max(
+        int(r["hw.count"]) for r in runs if r["hw"] == "v100-pcie"
+    ) == 3
+    dry = _t4bench(["+experiment=study_r740", "experiment.dry_run=true"], tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    lines = dry.stdout.strip().splitlines()
+    assert "42 runs at scale=reference" in lines[0] and len(lines) == 43
+    assert "python -m t4bench +experiment=study_r740 model=gnmt hw=v100-pcie hw.count=3" in lines
+    # this host has no T4 or V100: hw=auto resolves to cpu, refused in one line before any run exists
+    refused = _t4bench(["+experiment=study_r740", "hw=auto"], tmp_path)
+    assert refused.returncode == 2 and refused.stderr.strip().count("\n") == 0
+    assert "runs on t4 or v100-pcie only, not hw=cpu" in refused.stderr
+    assert not (tmp_path / "mlflow.db").exists()
+    over = _t4bench(["+experiment=study_r740", "hw=v100-pcie", "hw.count=4"], tmp_path)
+    assert over.returncode == 2 and "not 4" in over.stderr
+    job = _t4bench(["+experiment=study_r740", "--cfg", "job"], tmp_path)
+    assert "name: reference" in job.stdout and "v100-pcie:" in job.stdout
