@@ -84,6 +84,7 @@ def test_missing_download_and_damaged_output_are_one_line(tmp_path: Path, capsys
     _write(good / "archive1" / "training" / "commoncrawl.de-en.de", DE[:3])
     assert prepare.main(["wmt17", "--from", str(good), "--out", str(tmp_path / "out2")]) == 2
     assert "commoncrawl.de-en.de" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src", "src2"]  # no half-written output, no leftovers
     assert check.main(["wmt16", str(tmp_path / "nothing")]) == 2
     assert "spm.model" in capsys.readouterr().err
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -168,7 +169,31 @@ def prepare_from(name: str, source: Path, out: Path, vocab_size: int | None = No
     if missing:
         raise DatasetMissingError(f"{name}: not found under {source}: {', '.join(missing)}")
     assert test is not None
-    out.mkdir(parents=True, exist_ok=True)
+    test_src, test_tgt = _read_test(*test)  # the small file first: a bad test set fails in a second
+    # written next to `out` and moved in at the end: a failure leaves nothing half-written
+    work = out.with_name(f".{out.name}.partial")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        manifest = _write(name, corpus, train, test, test_src, test_tgt, work, vocab_size)
+        out.mkdir(parents=True, exist_ok=True)
+        for file in FILES:
+            (work / file).replace(out / file)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return manifest
+
+
+def _write(
+    name: str,
+    corpus: Corpus,
+    train: list[tuple[Path, Path]],
+    test: tuple[Path, Path],
+    test_src: list[str],
+    test_tgt: list[str],
+    out: Path,
+    vocab_size: int | None,
+) -> dict[str, object]:
     pairs, dropped = 0, 0
     with (
         open(out / "train.src", "w", encoding="utf-8") as src,
@@ -185,8 +210,7 @@ def prepare_from(name: str, source: Path, out: Path, vocab_size: int | None = No
                 else:
                     dropped += 1
     if not pairs:
-        raise DataError(f"{name}: no training pair of 1-{MAX_WORDS} words on both sides under {source}")
-    test_src, test_tgt = _read_test(*test)
+        raise DataError(f"{name}: no training pair of 1-{MAX_WORDS} words on both sides in {train[0][0].parent}")
     (out / "test.src").write_text("".join(s + "\n" for s in test_src), encoding="utf-8")
     (out / "test.tgt").write_text("".join(t + "\n" for t in test_tgt), encoding="utf-8")
     _train_spm(out, vocab_size or corpus.vocab_size)
