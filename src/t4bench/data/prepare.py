@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     reference = [n for n in args.names if n in FROM_DOWNLOADS]
     if reference:
         return _from_downloads(parser, args, reference)
+    if args.source or args.out or args.vocab_size:
+        parser.error(f"--from, --out and --vocab-size are for {' and '.join(FROM_DOWNLOADS)} only")
     for name in args.names or DATASETS:
         started = time.perf_counter()
         try:
