@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,9 @@ def main() -> None:
     # Hydra's errors reach us as exceptions (not its multi-line report and exit 1), so that every
     # mistake on the command line is one line and exit 2; an unexpected error keeps its traceback
     os.environ["HYDRA_FULL_ERROR"] = "1"
+    # conf/hydra/launcher/submitit_*.yaml extend the plugin's presets of the same name on purpose
+    # (its schema checks their keys); Hydra warns that this matching is deprecated
+    warnings.filterwarnings("ignore", message=r"(?s).*validated against ConfigStore schema with the same name")
     from hydra.errors import HydraException
 
     try:

@@ -51,6 +51,11 @@ GPU_PREFIX = "t4bench.gpu."
 GPU_SHARE = "t4bench.gpu_share"
 #: "on" when the sweep ran its runs under CUDA MPS (hw.mps=true), else "off"
 MPS = "t4bench.mps"
+#: the hydra/launcher of the --multirun the run was a job of (basic, packed, submitit_slurm,
+#: submitit_local, ...; "none": not a sweep job): tells Slurm and local sweeps of one experiment apart
+SWEEP_LAUNCHER = "t4bench.sweep_launcher"
+#: the Slurm job the run ran in, as squeue/sacct show it (<array job>_<task> for a sweep's job)
+SLURM_JOB_ID = "t4bench.slurm.job_id"
 #: emulate.world_size=N: one device trained with the global batch of N ranks (hw.count stays 1)
 EMULATED_WORLD_SIZE = "t4bench.emulated_world_size"
 

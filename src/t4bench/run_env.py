@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from omegaconf import DictConfig, OmegaConf
 
-from t4bench import hardware
+from t4bench import hardware, slurm
 from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
 
@@ -191,7 +191,11 @@ def resolve(
     found = found or hardware.detect()
     requested = int(cfg.hw.count)
     outer = launched.world_size > 1
-    if outer and requested not in (1, launched.world_size):
+    nodes = int(cfg.hw.get("nodes", 1))
+    multi_node = slurm.nodes_error(nodes, requested, launched.world_size, environ)
+    if multi_node:
+        raise T4BenchError(multi_node)
+    if outer and requested not in (1, launched.world_size) and requested * nodes != launched.world_size:
         raise T4BenchError(
             f"hw.count={requested} but the launcher started {launched.world_size} ranks "
             "(leave hw.count out under torchrun/horovodrun/srun, or make them agree)"

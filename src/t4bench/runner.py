@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from t4bench import emulation, frameworks, launch, packing, preflight, probe, validation
+from t4bench import emulation, frameworks, launch, packing, preflight, probe, slurm, validation
 from t4bench import mlflow_names as names
 from t4bench.benchmark import benchmark_class
 from t4bench.errors import RunTerminated, T4BenchError
@@ -34,6 +34,7 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     env = preflight.check(cfg)  # no torch yet: hw=auto resolved, the launcher's ranks read
     emulation.apply(cfg, env.world_size)  # emulate.world_size=N: N ranks' global batch on this one
     packing.apply(cfg, _multirun())  # t4bench.gpu_share / t4bench.mps: how many runs share the GPU
+    slurm.apply(cfg)  # t4bench.sweep_launcher, t4bench.slurm.job_id: which sweep launcher and Slurm job
     if env.is_main:
         probe.tracking(str(cfg.tracking.uri))  # a dead server or damaged store: one line in seconds
     bench_cls = benchmark_class(cfg)

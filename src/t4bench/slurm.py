@@ -1,0 +1,74 @@
+"""What Slurm adds to a run: the job it ran in and the sweep launcher that put it there (MLflow tags,
+so that one experiment's Slurm and local sweeps are told apart), and the node count of a multi-node
+run checked against the allocation.
+
+Rank, world size and rendezvous under `srun` are read in `t4bench.run_env` (SLURM_PROCID,
+SLURM_NTASKS, SLURM_JOB_NODELIST); this module only reads the job's identity and node count.
+Nothing here imports Slurm or submitit: it runs the same on a laptop.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from omegaconf import DictConfig, open_dict
+
+from t4bench import mlflow_names as names
+
+#: t4bench.sweep_launcher when the run was not one job of a --multirun
+NO_SWEEP = "none"
+
+
+def job_id(environ: Mapping[str, str]) -> str | None:
+    """The Slurm job this process runs in, as `squeue`/`sacct` show it: `<array job>_<task>` for a
+    task of a job array (what hydra/launcher=submitit_slurm submits), else the job id; None outside
+    Slurm."""
+    array, task = environ.get("SLURM_ARRAY_JOB_ID"), environ.get("SLURM_ARRAY_TASK_ID")
+    if array and task:
+        return f"{array}_{task}"
+    return environ.get("SLURM_JOB_ID") or None
+
+
+def sweep_launcher() -> str:
+    """The hydra/launcher of the --multirun this run is a job of (basic, packed, joblib,
+    submitit_slurm, submitit_local); `NO_SWEEP` for a single run."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return NO_SWEEP
+    return str(HydraConfig.get().runtime.choices.get("hydra/launcher") or "basic")
+
+
+def apply(cfg: DictConfig, environ: Mapping[str, str] | None = None) -> None:
+    """Add t4bench.sweep_launcher and, inside a Slurm job, t4bench.slurm.job_id to `tracking.tags`
+    (the tags every run of this process carries from its creation)."""
+    environ = os.environ if environ is None else environ
+    with open_dict(cfg):
+        cfg.tracking.tags[names.SWEEP_LAUNCHER] = sweep_launcher()
+        job = job_id(environ)
+        if job:
+            cfg.tracking.tags[names.SLURM_JOB_ID] = job
+
+
+def nodes_error(nodes: int, count: int, world_size: int, environ: Mapping[str, str]) -> str | None:
+    """Why hw.nodes=`nodes` with hw.count=`count` (ranks per node) cannot run where `world_size`
+    ranks were started; None when it can. hw.nodes>1 needs one rank per GPU started by srun (or
+    torchrun) on every node of the allocation: t4bench starts ranks on its own node only."""
+    if nodes < 1:
+        return f"hw.nodes={nodes}: must be 1 or more"
+    if nodes == 1:
+        return None
+    allocated = environ.get("SLURM_JOB_NUM_NODES") or environ.get("SLURM_NNODES")
+    if world_size <= 1:
+        where = f"this Slurm job has {allocated} node(s)" if allocated else "no Slurm allocation here"
+        return (
+            f"hw.nodes={nodes}: a multi-node run is started by srun, one task per GPU "
+            f"(srun --nodes={nodes} --ntasks-per-node={count} python -m t4bench ...); {where}"
+        )
+    if allocated and int(allocated) != nodes:
+        return f"hw.nodes={nodes} but this Slurm job step runs on {allocated} node(s)"
+    if count > 1 and world_size != nodes * count:
+        return f"hw.nodes={nodes} x hw.count={count} = {nodes * count} ranks, but srun started {world_size}"
+    return None

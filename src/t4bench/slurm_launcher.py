@@ -1,0 +1,108 @@
+"""Hydra's submitit launchers (hydra-submitit-launcher, the `slurm` extra) with what t4bench sweeps
+need on top, selected by conf/hydra/launcher/submitit_slurm.yaml and submitit_local.yaml:
+
+- GPUs per job from the sweep's hardware (hw.count, none on hw=cpu) and CPUs per GPU;
+- `signal_delay_s` checked below the time limit (submitit's pre-timeout signal at or before the
+  job's start kills it: the plugin's default 120 s does that to a 2-minute job);
+- each running job renamed after its overrides (`t4bench-ncf:seed=3`), so `squeue` says which
+  run is which, not only the array's common name;
+- a job that ends without a result (scancel, time limit, node failure, the controller gone) is
+  one `t4bench: error:` line (exit 2) naming the job and its state instead of submitit's
+  multi-line report; the job's MLflow run is closed KILLED/FAILED by the run itself, and the sweep
+  is resumed by running the same command again.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Sequence
+from typing import Any
+
+from hydra.core.utils import JobReturn, filter_overrides
+from hydra_plugins.hydra_submitit_launcher import submitit_launcher
+
+from t4bench.errors import T4BenchError
+
+#: the longest job name kept (Slurm allows more; squeue's default NAME column shows 8)
+_NAME_LIMIT = 120
+
+
+def _gpu_params(params: dict[str, Any], config: Any) -> dict[str, Any]:
+    """The resources of one job from the sweep's config when the preset leaves them null:
+    hw.count GPUs on its node (none with hw=cpu) and `cpus_per_gpu` CPU cores each, as one task
+    (t4bench starts a run's ranks itself when hw.count>1)."""
+    params = dict(params)
+    cpus_per_gpu = params.pop("cpus_per_gpu", None)  # submitit wants gpus_per_task with it: folded in here
+    gpus = params.get("gpus_per_node")
+    if gpus is None and str(config.hw.name) != "cpu":
+        gpus = params["gpus_per_node"] = int(config.hw.count)
+    if gpus and cpus_per_gpu and params.get("cpus_per_task") is None:
+        params["cpus_per_task"] = int(cpus_per_gpu) * int(gpus)
+    return params
+
+
+def _failed_line(err: Exception, folder: str) -> str:
+    """submitit's report of a job without a result, in one line (its first two lines name the job
+    and its Slurm state; the rest is the job's stderr, which stays in the log folder)."""
+    head = " ".join(line.strip() for line in str(err).splitlines()[:2])
+    return (
+        f"a sweep job ended without a result: {head}; its MLflow run is closed KILLED/FAILED, logs in "
+        f"{folder}; run the same command again to resume the sweep"
+    )
+
+
+class _Named:
+    """Mixin: the resources, checks, job names and one-line failures shared by both executors."""
+
+    params: dict[str, Any]
+
+    def _rename(self, sweep_overrides: Sequence[str]) -> None:
+        """Inside the job: give this Slurm job the name of its run (best effort: a failed rename
+        only leaves the array's name)."""
+        job = os.environ.get("SLURM_JOB_ID")
+        if not job or os.environ.get("SUBMITIT_EXECUTOR") != "slurm":
+            return
+        name = f"{self.params.get('name', 't4bench')}:{','.join(filter_overrides(sweep_overrides))}"[:_NAME_LIMIT]
+        subprocess.run(
+            ["scontrol", "update", f"JobId={job}", f"JobName={name}"], capture_output=True, check=False, timeout=30
+        )
+
+    def _launch_or_explain(self, launch: Any, job_overrides: Sequence[Sequence[str]], initial: int) -> Any:
+        import submitit
+
+        self.params = _gpu_params(self.params, getattr(self, "config"))  # noqa: B009  # set by setup()
+        try:
+            return launch(job_overrides, initial)
+        except submitit.core.utils.UncompletedJobError as err:
+            raise T4BenchError(_failed_line(err, str(self.params.get("submitit_folder", "")))) from None
+
+
+class SlurmLauncher(_Named, submitit_launcher.SlurmLauncher):
+    """hydra/launcher=submitit_slurm: each job of the sweep a task of one Slurm job array."""
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        delay, limit_min = int(self.params.get("signal_delay_s", 0)), int(self.params.get("timeout_min", 0))
+        if limit_min <= 0:
+            raise T4BenchError(f"hydra.launcher.timeout_min={limit_min}: a Slurm job's time limit must be positive")
+        if delay >= limit_min * 60:
+            raise T4BenchError(
+                f"hydra.launcher.signal_delay_s={delay} is not below the time limit timeout_min={limit_min} "
+                f"({limit_min * 60} s): submitit's pre-timeout signal would stop every job at its start; "
+                f"set signal_delay_s below {limit_min * 60}"
+            )
+
+    def __call__(self, sweep_overrides: list[str], *args: Any, **kwargs: Any) -> JobReturn:
+        self._rename(sweep_overrides)
+        return super().__call__(sweep_overrides, *args, **kwargs)
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        return self._launch_or_explain(super().launch, job_overrides, initial_job_idx)  # type: ignore[no-any-return]
+
+
+class LocalLauncher(_Named, submitit_launcher.LocalLauncher):
+    """hydra/launcher=submitit_local: the same jobs as processes on this machine (all at once)."""
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        return self._launch_or_explain(super().launch, job_overrides, initial_job_idx)  # type: ignore[no-any-return]
