@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from hydra.core.utils import JobReturn, filter_overrides
-from hydra_plugins.hydra_submitit_launcher import submitit_launcher
 
+from hydra_plugins.hydra_submitit_launcher import submitit_launcher
 from t4bench.errors import T4BenchError
 
 #: the longest job name kept (Slurm allows more; squeue's default NAME column shows 8)
