@@ -51,6 +51,9 @@ def app(cfg: DictConfig) -> dict[str, Any]:
 
 def main() -> None:
     """Console entry (`t4bench ...`, `python -m t4bench ...`)."""
+    # conf/hydra/launcher/submitit_*.yaml extend the plugin's presets of the same name on purpose
+    # (its schema checks their keys); Hydra warns that this matching is deprecated
+    warnings.filterwarnings("ignore", message=r"(?s).*validated against ConfigStore schema with the same name")
     try:
         rank = run_env.launched_rank()
         probe.working_dir(sys.argv[1:])  # Hydra makes its output folder before any t4bench code runs
@@ -66,9 +69,6 @@ def main() -> None:
     # Hydra's errors reach us as exceptions (not its multi-line report and exit 1), so that every
     # mistake on the command line is one line and exit 2; an unexpected error keeps its traceback
     os.environ["HYDRA_FULL_ERROR"] = "1"
-    # conf/hydra/launcher/submitit_*.yaml extend the plugin's presets of the same name on purpose
-    # (its schema checks their keys); Hydra warns that this matching is deprecated
-    warnings.filterwarnings("ignore", message=r"(?s).*validated against ConfigStore schema with the same name")
     from hydra.errors import HydraException
 
     try:

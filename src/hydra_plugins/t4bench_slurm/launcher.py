@@ -21,8 +21,24 @@ from typing import Any
 
 from hydra.core.utils import JobReturn, filter_overrides
 
-from hydra_plugins.hydra_submitit_launcher import submitit_launcher
 from t4bench.errors import T4BenchError
+
+
+class _Missing:
+    """Stands in for the plugin's launchers when hydra-submitit-launcher is not installed: choosing
+    a submitit preset is then one clear error (and Hydra's plugin scan of this module no warning)."""
+
+    def __init__(self, **params: Any) -> None:
+        raise T4BenchError(
+            'hydra/launcher=submitit_slurm or submitit_local needs hydra-submitit-launcher: pip install -e ".[slurm]"'
+        )
+
+
+try:
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher as _Local
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as _Slurm
+except ImportError:  # the `slurm` extra is not installed
+    _Slurm = _Local = _Missing
 
 #: the longest job name kept (Slurm allows more; squeue's default NAME column shows 8)
 _NAME_LIMIT = 120
@@ -78,7 +94,7 @@ class _Named:
             raise T4BenchError(_failed_line(err, str(self.params.get("submitit_folder", "")))) from None
 
 
-class SlurmLauncher(_Named, submitit_launcher.SlurmLauncher):
+class SlurmLauncher(_Named, _Slurm):
     """hydra/launcher=submitit_slurm: each job of the sweep a task of one Slurm job array."""
 
     def __init__(self, **params: Any) -> None:
@@ -98,11 +114,11 @@ class SlurmLauncher(_Named, submitit_launcher.SlurmLauncher):
         return super().__call__(sweep_overrides, *args, **kwargs)
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        return self._launch_or_explain(super().launch, job_overrides, initial_job_idx)  # type: ignore[no-any-return]
+        return self._launch_or_explain(super().launch, job_overrides, initial_job_idx)
 
 
-class LocalLauncher(_Named, submitit_launcher.LocalLauncher):
+class LocalLauncher(_Named, _Local):
     """hydra/launcher=submitit_local: the same jobs as processes on this machine (all at once)."""
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        return self._launch_or_explain(super().launch, job_overrides, initial_job_idx)  # type: ignore[no-any-return]
+        return self._launch_or_explain(super().launch, job_overrides, initial_job_idx)
