@@ -68,10 +68,21 @@ def _failed_line(err: Exception, folder: str) -> str:
     )
 
 
+def _varying(job_overrides: Sequence[Sequence[str]]) -> set[str]:
+    """The override keys whose values are not the same in every job."""
+    values: dict[str, set[str]] = {}
+    for overrides in job_overrides:
+        for override in overrides:
+            key, _, value = override.partition("=")
+            values.setdefault(key, set()).add(value)
+    return {key for key, seen in values.items() if len(seen) > 1}
+
+
 class _Named:
     """Mixin: the resources, checks, job names and one-line failures shared by both executors."""
 
     params: dict[str, Any]
+    varying: set[str]
 
     def _rename(self, sweep_overrides: Sequence[str]) -> None:
         """Inside the job: give this Slurm job the name of its run (best effort: a failed rename
@@ -79,7 +90,9 @@ class _Named:
         job = os.environ.get("SLURM_JOB_ID")
         if not job or os.environ.get("SUBMITIT_EXECUTOR") != "slurm":
             return
-        name = f"{self.params.get('name', 't4bench')}:{','.join(filter_overrides(sweep_overrides))}"[:_NAME_LIMIT]
+        varying = getattr(self, "varying", None)
+        chosen = [o for o in filter_overrides(sweep_overrides) if not varying or o.split("=", 1)[0] in varying]
+        name = f"{self.params.get('name', 't4bench')}:{','.join(chosen)}"[:_NAME_LIMIT]
         subprocess.run(
             ["scontrol", "update", f"JobId={job}", f"JobName={name}"], capture_output=True, check=False, timeout=30
         )
@@ -88,6 +101,8 @@ class _Named:
         import submitit
 
         self.params = _gpu_params(self.params, getattr(self, "config"))  # noqa: B009  # set by setup()
+        # the keys whose values differ between the jobs (seed, a trial's parameters): the job names
+        self.varying = _varying(job_overrides)
         try:
             return launch(job_overrides, initial)
         except submitit.core.utils.UncompletedJobError as err:
