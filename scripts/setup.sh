@@ -3,7 +3,7 @@
 # mini datasets under ./data (or $T4BENCH_DATA_DIR). Idempotent: re-running skips what is done.
 #   scripts/setup.sh          run-time install (PyTorch only) + datasets
 #   scripts/setup.sh --all    also the test tools (ruff, mypy, pytest), the TensorFlow backend, the
-#                             PostgreSQL server and the Horovod build
+#                             PostgreSQL server, Slurm (+ munge, slurmdbd, MariaDB) and the Horovod build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +13,9 @@ all=false
 debian_packages=(dataset-fashion-mnist trans-de-en)
 $all && debian_packages+=(openmpi-bin libopenmpi-dev postgresql cmake)
 $all && debian_packages+=(chromium)  # tests/test_mlflow_ui.py loads the MLflow UI headless
+# tests/slurm_cluster.py: a single-host Slurm with accounting (slurmdbd on a private MariaDB);
+# nothing is started or enabled here, the tests start their own daemons under a tmp dir
+$all && debian_packages+=(slurm-wlm slurmdbd munge mariadb-server)
 missing=()
 for package in "${debian_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

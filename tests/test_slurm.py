@@ -5,7 +5,6 @@ job and a 2-rank srun run."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -51,7 +50,7 @@ def test_resolve_takes_count_as_ranks_per_node_under_srun() -> None:
     env = run_env.resolve(cfg, srun, hardware.Found((), "none"))
     assert (env.launcher, env.rank, env.world_size, env.local_rank, env.spawn) == ("slurm", 3, 4, 1, False)
     assert env.nodelist == "n[1-2]" and env.master_port == 20007
-    with pytest.raises(T4BenchError, match="hw.nodes=2: a multi-node run is started by srun"):
+    with pytest.raises(T4BenchError, match=r"hw\.nodes=2: a multi-node run is started by srun"):
         run_env.resolve(cfg, {}, hardware.Found((), "none"))
 
 
@@ -63,7 +62,7 @@ def test_slurm_preset_takes_gpus_from_hw_and_refuses_a_signal_after_the_limit() 
     assert (params["gpus_per_node"], params["cpus_per_task"]) == (2, 12) and "cpus_per_gpu" not in params
     cpu = launcher._gpu_params({"gpus_per_node": None, "cpus_per_gpu": 6, "cpus_per_task": None}, compose([]))
     assert cpu["gpus_per_node"] is None and cpu["cpus_per_task"] is None
-    with pytest.raises(T4BenchError, match="signal_delay_s=120 is not below the time limit timeout_min=2"):
+    with pytest.raises(T4BenchError, match=r"signal_delay_s=120 is not below the time limit timeout_min=2"):
         launcher.SlurmLauncher(timeout_min=2, signal_delay_s=120, submitit_folder="x")
     assert launcher._varying([["model=ncf", "seed=0"], ["model=ncf", "seed=1"]]) == {"seed"}
 
@@ -161,3 +160,25 @@ def test_scancel_of_a_running_job_ends_the_sweep_in_one_line_with_a_killed_run(
     assert "Traceback" not in stderr
     (run,) = _runs(tmp_path)
     assert run.info.status == "KILLED"
+
+
+def test_two_ranks_started_by_srun_train_one_run_over_gloo(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """What a multi-node job step does on each node, on one: srun starts the ranks, t4bench reads
+    rank, world size and rendezvous from SLURM_* (no torchrun)."""
+    done = subprocess.run(
+        ["srun", "--ntasks=2", "--nodes=1", "--cpus-per-task=1", sys.executable, "-m", "t4bench", *NCF_MINI],
+        env=_env(slurm_cluster, tmp_path),
+        cwd=tmp_path,
+        text=True,
+        capture_output=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run,) = _runs(tmp_path)
+    assert run.info.status == "FINISHED"
+    tags = run.data.tags
+    assert (tags[names.LAUNCHER], tags[names.WORLD_SIZE], tags[names.DIST_BACKEND]) == ("slurm", "2", "ddp/gloo")
+    assert tags[names.SLURM_JOB_ID].isdigit() and tags[names.SWEEP_LAUNCHER] == slurm.NO_SWEEP

@@ -21,24 +21,9 @@ from typing import Any
 
 from hydra.core.utils import JobReturn, filter_overrides
 
+from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher as _Local
+from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as _Slurm
 from t4bench.errors import T4BenchError
-
-
-class _Missing:
-    """Stands in for the plugin's launchers when hydra-submitit-launcher is not installed: choosing
-    a submitit preset is then one clear error (and Hydra's plugin scan of this module no warning)."""
-
-    def __init__(self, **params: Any) -> None:
-        raise T4BenchError(
-            'hydra/launcher=submitit_slurm or submitit_local needs hydra-submitit-launcher: pip install -e ".[slurm]"'
-        )
-
-
-try:
-    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher as _Local
-    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as _Slurm
-except ImportError:  # the `slurm` extra is not installed
-    _Slurm = _Local = _Missing
 
 #: the longest job name kept (Slurm allows more; squeue's default NAME column shows 8)
 _NAME_LIMIT = 120
