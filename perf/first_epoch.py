@@ -1,7 +1,7 @@
 """Where a translation model's first epoch goes (Transformer/GNMT `scale=ding` on a GPU), through the
 loop's Trainer in this process:
 
-    python benchmarks/first_epoch.py model=transformer scale=ding hw=h200 [--epochs 3]
+    python perf/first_epoch.py model=transformer scale=ding hw=h200 [--epochs 3]
 
 Per epoch: the time to build the batches' loader, each step timed with a device sync around it
 (the sync costs some overlap; the split is what matters), split into steps whose (source, target)
@@ -25,7 +25,7 @@ from harness_overhead import CONF, run_context, synchronize
 from hydra import compose, initialize_config_dir
 
 from t4bench.benchmark import benchmark_class
-from t4bench.loop import Trainer
+from t4bench.pytorch.loop import Trainer
 
 
 def timed_epoch(trainer: Trainer, bench, epoch: int, seen: set[tuple[int, ...]]) -> dict[str, float]:

@@ -1,9 +1,9 @@
 """All six benchmarks at reference shapes on one GPU: a bare eager loop, t4bench at the same settings,
 t4bench with the hw profile's best `perf` options, and each one's share of the measured FLOP limit.
 
-    python benchmarks/gpu_suite.py                          # hw=h200, bf16, every model
-    python benchmarks/gpu_suite.py --models resnet50 ncf --steps 20
-    python benchmarks/gpu_suite.py --device cpu --models ncf --batch 64 --steps 2 --warmup 1  # smoke
+    python perf/gpu_suite.py                          # hw=h200, bf16, every model
+    python perf/gpu_suite.py --models resnet50 ncf --steps 20
+    python perf/gpu_suite.py --device cpu --models ncf --batch 64 --steps 2 --warmup 1  # smoke
 
 Per model, in this order: `python -m t4bench input=synthetic perf=default` and `... perf=<best>` as
 subprocesses (each has the GPU to itself; throughput and train_loss read back from MLflow), then in
@@ -11,7 +11,7 @@ this process a bare loop of the same model, generated batch, loss, optimizer and
 (zero_grad / forward / backward / step, nothing else), and FlopCounterMode over one step's forward
 and backward. The bf16 matrix-product peak is measured once (8192^3, random operands, median).
 A figure whose run ended with a non-finite loss is written as NaN, never as a throughput.
-Writes benchmarks/results/gpu_suite_<gpu>_<date>.csv (or --csv); `suite_table.py` prints it as
+Writes perf/results/gpu_suite_<gpu>_<date>.csv (or --csv); `suite_table.py` prints it as
 the README's markdown table.
 """
 
@@ -34,8 +34,8 @@ import torch
 from harness_overhead import run_context, synchronize, synthetic_config, t4bench_metrics
 from torch.utils.flop_counter import FlopCounterMode
 
-from t4bench import optim
 from t4bench.benchmark import benchmark_class
+from t4bench.pytorch import optim
 
 MODELS = ("resnet50", "ssd", "maskrcnn", "gnmt", "ncf", "transformer")
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -240,7 +240,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=30, help="timed steps")
     parser.add_argument("--warmup", type=int, default=8, help="untimed warm-up steps (compilation, graph capture)")
     parser.add_argument(
-        "--csv", type=Path, default=None, help="output CSV (default: benchmarks/results/gpu_suite_<gpu>_<date>.csv)"
+        "--csv", type=Path, default=None, help="output CSV (default: perf/results/gpu_suite_<gpu>_<date>.csv)"
     )
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
     args = parser.parse_args(argv)

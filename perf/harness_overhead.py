@@ -1,6 +1,6 @@
 """Synthetic throughput through t4bench vs a bare PyTorch loop of the same model, batch and precision.
 
-    python benchmarks/harness_overhead.py model=resnet50 hw=h200 [more overrides]
+    python perf/harness_overhead.py model=resnet50 hw=h200 [more overrides]
 
 Both measurements run from this one script on the same device: first `python -m t4bench` in
 `input=synthetic` mode as a subprocess (its full training step: LR schedule, autocast, GradScaler,
@@ -8,7 +8,7 @@ progress, telemetry), its `avg_throughput` read back from the MLflow run; then, 
 bare loop over the same model class, generated batch, loss and optimizer: zero_grad / forward /
 backward / step, nothing else. Prints both figures and their ratio. Needs no dataset.
 
-`benchmarks/vision_throughput.py` runs this comparison for each vision model and prints a table.
+`perf/vision_throughput.py` runs this comparison for each vision model and prints a table.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from t4bench import optim
 from t4bench.benchmark import benchmark_class
-from t4bench.context import RunContext
+from t4bench.pytorch import optim
+from t4bench.pytorch.context import RunContext
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -99,7 +99,7 @@ def t4bench_metrics(overrides: list[str], out: Path) -> dict[str, float]:
 
 
 def run_context(cfg: DictConfig, data_root: Path) -> RunContext:
-    """The context a single-rank run builds (t4bench.torch_rank.run_context): cuda:0 for a GPU
+    """The context a single-rank run builds (t4bench.pytorch.rank.run_context): cuda:0 for a GPU
     profile, the profile's precision, the model's memory format."""
     on_gpu = str(cfg.hw.name) != "cpu" and torch.cuda.is_available()
     device = torch.device("cuda", 0) if on_gpu else torch.device("cpu")

@@ -2,7 +2,7 @@
 this process (the step `python -m t4bench input=synthetic` times, without MLflow and telemetry): the
 measurements the per-hw defaults in conf/perf/<hw>.yaml are chosen from.
 
-    python benchmarks/perf_variants.py resnet50 "" "perf.optimizer_impl=fused" \\
+    python perf/perf_variants.py resnet50 "" "perf.optimizer_impl=fused" \\
         "perf.optimizer_impl=fused perf.compile=true" --hw h200 --steps 30
 
 Each variant is a space-separated list of overrides laid over `perf=default`; "" is the loop as it
@@ -24,8 +24,8 @@ import torch
 from harness_overhead import run_context, synchronize, synthetic_config
 
 from t4bench.benchmark import benchmark_class
-from t4bench.loop import Trainer
 from t4bench.progress import ProgressReporter
+from t4bench.pytorch.loop import Trainer
 
 
 def measure(model: str, variant: str, args: argparse.Namespace, out: Path) -> tuple[float, float, float]:

@@ -1,6 +1,6 @@
 """The README's GPU table from a `gpu_suite.py` CSV, as markdown on stdout.
 
-    python benchmarks/suite_table.py benchmarks/results/gpu_suite_nvidia-h200_2026-12-03.csv
+    python perf/suite_table.py perf/results/gpu_suite_nvidia-h200_2026-12-03.csv
 
 NaN throughputs (a run whose loss was not finite) print as "NaN (loss ...)", never as a figure.
 """

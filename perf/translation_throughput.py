@@ -1,6 +1,6 @@
 """Synthetic reference-size throughput of GNMT and Transformer: t4bench vs a bare PyTorch loop.
 
-    python benchmarks/translation_throughput.py hw=h200 [--precisions bf16,fp32] [overrides ...]
+    python perf/translation_throughput.py hw=h200 [--precisions bf16,fp32] [overrides ...]
 
 For each model and precision, `harness_overhead.compare` runs `python -m t4bench input=synthetic`
 (reference-size model, generated batch of the reference shapes) and then a bare

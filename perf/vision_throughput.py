@@ -1,7 +1,7 @@
 """Synthetic training throughput of the vision benchmarks at reference size: t4bench vs a bare loop.
 
-    python benchmarks/vision_throughput.py                       # H200, bf16, reference batches
-    python benchmarks/vision_throughput.py --device cpu --steps 2 --warmup 1 --batch 2   # smoke test
+    python perf/vision_throughput.py                       # H200, bf16, reference batches
+    python perf/vision_throughput.py --device cpu --steps 2 --warmup 1 --batch 2   # smoke test
 
 For each model, `python -m t4bench model=<m> input=synthetic hw=<hw> ...` runs as a subprocess and
 its `avg_throughput` is read from its MLflow run (store under --out, default $OUT or a temporary

@@ -1,6 +1,6 @@
 """Wall time of `python -m t4bench --cfg job` and of the default run (a benchmark, not a test).
 
-    python benchmarks/wall_time.py [--repeats 5] [--runs 1]
+    python perf/wall_time.py [--repeats 5] [--runs 1]
 
 Each command runs in a fresh process in a temporary directory with its own SQLite MLflow store,
 so the figures include interpreter start-up, imports and MLflow setup — what a user waits for.

@@ -212,7 +212,7 @@ def test_validate_rejects_bad_input_in_one_line(tmp_path: Path) -> None:
     ]
     for args, message in cases:
         proc = subprocess.run(
-            [sys.executable, "-m", "t4bench.sweep.validate", *args, "--dry-run"],
+            [sys.executable, "-m", "t4bench.sweep.holdout", *args, "--dry-run"],
             capture_output=True,
             text=True,
             timeout=120,
@@ -275,7 +275,7 @@ def test_compare_arms_uses_scipy_and_the_goal_separates_real_gains() -> None:
 
 
 def test_validation_report_tables_and_goal_lines(tmp_path: Path) -> None:
-    from t4bench.sweep import validation_report as validate
+    from t4bench.sweep.holdout import report as validate
 
     arms = {
         "tuned": {

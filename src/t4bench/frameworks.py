@@ -29,7 +29,7 @@ T = TypeVar("T")
 
 #: framework -> "module:function" returning a RankSession: `join(cfg, env)`
 ENTRIES = {
-    "pytorch": "t4bench.torch_rank:join",
+    "pytorch": "t4bench.pytorch.rank:join",
     "tensorflow": "t4bench.tf.rank:join",
 }
 #: framework -> "module:function" starting the ranks of `hw.count=N` without an outer launcher:
@@ -37,7 +37,7 @@ ENTRIES = {
 #: seeing RANK/WORLD_SIZE/LOCAL_RANK (or Horovod's) so `env.for_spawned_rank(os.environ)` places
 #: it, and returns rank 0's result
 SPAWNERS = {
-    "pytorch": "t4bench.launch:spawn",
+    "pytorch": "t4bench.pytorch.launch:spawn",
     "tensorflow": "t4bench.tf.launch:spawn",
 }
 
@@ -64,7 +64,7 @@ class RunServices:
 
 
 class TrainResult(Protocol):
-    """What training returns (`t4bench.loop.RunResult` is one)."""
+    """What training returns (`t4bench.pytorch.loop.RunResult` is one)."""
 
     #: one of mlflow_names.OUTCOME_* (converged, not_converged, diverged, pruned, throughput_only)
     outcome: str

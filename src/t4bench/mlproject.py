@@ -8,7 +8,7 @@ of its own:
     main      python -m t4bench <overrides>; the training run IS the project's run
               (`tracking.run_id`), so it carries the config, metrics and artifacts
     sweep     python -m t4bench --multirun <overrides>; the project's run records the launch
-    validate  python -m t4bench.sweep.validate <args>; likewise
+    validate  python -m t4bench.sweep.holdout <args>; likewise
     report    python -m t4bench.report <args>; the report's folder goes into the project's run
 
 The job replaces this process (exec), so `mlflow run`'s signals and exit status reach it directly.
@@ -78,7 +78,7 @@ def command_for(entry: str, text: str, run_id: str | None) -> list[str]:
     if entry == "sweep":
         command = [sys.executable, "-m", "t4bench", "--multirun", *args]
     elif entry == "validate":
-        command = [sys.executable, "-m", "t4bench.sweep.validate", *args]
+        command = [sys.executable, "-m", "t4bench.sweep.holdout", *args]
     elif entry == "report":
         extra = ["--run-id", run_id] if run_id and "--run-id" not in args else []
         return [sys.executable, "-m", "t4bench.report", *args, *extra]

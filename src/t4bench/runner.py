@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from t4bench import frameworks, launch, preflight, probe, validation
+from t4bench import frameworks
 from t4bench import mlflow_names as names
 from t4bench.benchmark import benchmark_class
 from t4bench.errors import RunTerminated, T4BenchError
+from t4bench.preflight import config, hardware, storage
+from t4bench.pytorch import launch
 from t4bench.run_env import RunEnvironment
 from t4bench.signals import sigterm_raises
 
@@ -30,10 +32,10 @@ if TYPE_CHECKING:
 def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     """Check scale, hardware, backend and data before any run exists, then train here, or start
     `hw.count` ranks (one MLflow run, made here and handed to them)."""
-    validation.validate(cfg)  # types, ranges and what this host holds, before anything else
-    env = preflight.check(cfg)  # no torch yet: hw=auto resolved, the launcher's ranks read
+    config.validate(cfg)  # types, ranges and what this host holds, before anything else
+    env = hardware.check(cfg)  # no torch yet: hw=auto resolved, the launcher's ranks read
     if env.is_main:
-        probe.tracking(str(cfg.tracking.uri))  # a dead server or damaged store: one line in seconds
+        storage.tracking(str(cfg.tracking.uri))  # a dead server or damaged store: one line in seconds
     bench_cls = benchmark_class(cfg)
     framework = frameworks.framework_of(cfg, bench_cls)
     if framework == "pytorch":
@@ -56,7 +58,7 @@ def _resumed_run(cfg: DictConfig) -> str | None:
         return None
     from mlflow.tracking import MlflowClient
 
-    from t4bench import resume
+    from t4bench.pytorch import resume
 
     point = resume.find(cfg)
     if point is None or not point.run_id:

@@ -220,7 +220,7 @@ def default_tracking_uri() -> str:
 
 
 def _repair_command(args: argparse.Namespace) -> int:
-    from t4bench import probe
+    from t4bench.preflight import storage as probe
 
     probe.tracking(args.tracking_uri)
     from mlflow.tracking import MlflowClient

@@ -18,9 +18,9 @@ import torch
 from omegaconf import DictConfig
 
 from t4bench.benchmarks.ncf import NCFBenchmark
-from t4bench.context import RunContext
 from t4bench.data.movielens import LeaveOneOut
-from t4bench.perf import PerfOptions
+from t4bench.pytorch.context import RunContext
+from t4bench.pytorch.perf import PerfOptions
 
 
 class GpuNegativeSampler:

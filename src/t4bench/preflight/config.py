@@ -20,7 +20,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from t4bench import hardware, run_env
 from t4bench.errors import T4BenchError
-from t4bench.preflight import CONF_DIR
+from t4bench.preflight.hardware import CONF_DIR
 
 _ABSENT = object()
 
@@ -132,7 +132,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("dist.compression", Choice(("none", "fp16"))),
     ("dist.timeout_s", POSITIVE),
     ("dist.max_restarts", NON_NEGATIVE_INT),
-    # checkpoint/resume (t4bench.checkpoint, t4bench.resume): every N epochs (0: off), newest kept
+    # checkpoint/resume (t4bench.pytorch.checkpoint, t4bench.pytorch.resume): every N epochs (0: off), newest kept
     ("checkpoint.every", NON_NEGATIVE_INT),
     ("checkpoint.keep", POSITIVE_INT),
     ("model.batch_size", POSITIVE_INT),

@@ -12,7 +12,7 @@ from t4bench import run_env
 from t4bench.errors import T4BenchError
 from t4bench.run_env import RunEnvironment
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+CONF_DIR = Path(__file__).resolve().parents[3] / "conf"
 #: the scale every model defines in conf/model/<model>.yaml itself (no model_scale file)
 BUILTIN_SCALE = "mini"
 

@@ -166,7 +166,7 @@ def restore(
 
 
 # --------------------------------------------------------------------------------------------
-# the training loop's side (t4bench.loop.Trainer, duck-typed so this module never imports the loop)
+# the training loop's side (t4bench.pytorch.loop.Trainer, duck-typed so this module never imports the loop)
 
 
 class TrainerLike(Protocol):

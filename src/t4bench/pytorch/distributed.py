@@ -3,7 +3,7 @@
 Two backends sit behind the same functions: torch.distributed (DDP; NCCL on GPUs, gloo on CPU) and
 Horovod (`dist=horovod`: `hvd.DistributedOptimizer` reduces gradients, rank 0's initial parameters
 and optimizer state are broadcast). Process-group setup and rank launching live in
-`t4bench.launch`; this module only talks to an already-initialised group, so the loop reads the
+`t4bench.pytorch.launch`; this module only talks to an already-initialised group, so the loop reads the
 same with 1 or N ranks and with either backend.
 """
 

@@ -36,7 +36,7 @@ class RanksFailed(T4BenchError):
 def preflight(env: RunEnvironment) -> None:
     """Fail fast (before any run exists) when the chosen backend cannot work here."""
     if env.dist_backend == "horovod":
-        from t4bench import distributed
+        from t4bench.pytorch import distributed
 
         distributed.import_horovod()
     elif env.world_size > 1:
@@ -109,7 +109,7 @@ def _describe_failures(err: Any) -> str:
 
 
 def _spawn_horovod(fn: Callable[..., Any], args: tuple[Any, ...], count: int) -> Any:
-    from t4bench import distributed
+    from t4bench.pytorch import distributed
 
     distributed.import_horovod()  # fails with the install hint
     import horovod
@@ -154,7 +154,7 @@ def init_process_group(cfg: DictConfig, env: RunEnvironment) -> None:
     import torch
     import torch.distributed as dist
 
-    from t4bench import distributed
+    from t4bench.pytorch import distributed
 
     if distributed.active():
         return

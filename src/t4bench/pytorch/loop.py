@@ -4,7 +4,7 @@ init (untimed: data, model) -> run_start -> per epoch: train, evaluating `1 / ev
 (evenly spaced by batch count, the last at the epoch's end), stop at the first evaluation that
 reaches the target quality, at max_epochs, or when the loss diverges -> run_stop (success /
 aborted). Every PyTorch benchmark plugs in through `t4bench.benchmark.Benchmark`; nothing here
-knows which model it trains. The optimisation state is `t4bench.trainer.Trainer`'s.
+knows which model it trains. The optimisation state is `t4bench.pytorch.trainer.Trainer`'s.
 
 Epochs are counted as trained fractions: an evaluation after batch b of n in epoch e is at epoch
 (e - 1) + b / n, which is what `epochs_to_converge` reports. Per-evaluation metrics use the
@@ -19,18 +19,19 @@ from typing import Any, Protocol
 
 from omegaconf import DictConfig
 
-from t4bench import baselines, distributed
+from t4bench import baselines
 from t4bench import mlflow_names as names
 from t4bench.benchmark import Benchmark
-from t4bench.context import RunContext
-from t4bench.divergence import Diverged
 from t4bench.errors import T4BenchError
-from t4bench.frameworks import RunResult  # re-exported: callers name t4bench.loop.RunResult
+from t4bench.frameworks import RunResult  # re-exported: callers name t4bench.pytorch.loop.RunResult
 from t4bench.mlperf import MLPerfLog, constants
 from t4bench.progress import ProgressReporter
-from t4bench.resume import EpochCheckpoints
+from t4bench.pytorch import distributed
+from t4bench.pytorch.context import RunContext
+from t4bench.pytorch.divergence import Diverged
+from t4bench.pytorch.resume import EpochCheckpoints
+from t4bench.pytorch.trainer import LOSS_READ_INTERVAL, Trainer
 from t4bench.stopping import StopRun  # framework-free, so callbacks need not import torch
-from t4bench.trainer import LOSS_READ_INTERVAL, Trainer
 
 __all__ = ["LOSS_READ_INTERVAL", "RunResult", "StopRun", "Trainer", "measure_throughput", "train_to_target"]
 

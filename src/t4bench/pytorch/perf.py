@@ -5,7 +5,7 @@ they prepare the model and optimizer of one run.
     ctx = perf.context(ctx)                          # precision / channels_last overrides
     model = perf.prepare_model(model)                # torch.compile (whole model or named submodules)
     optimizer = perf.prepare_optimizer(optimizer)    # fused / foreach (capturable under CUDA graphs)
-    step = t4bench.perf_step.build_step(...)         # eager, or one CUDA graph for the whole step
+    step = t4bench.pytorch.perf_step.build_step(...)         # eager, or one CUDA graph for the whole step
 
 Every option defaults to what the loop did before it existed, so a config without `perf` trains
 exactly as before. Options that cannot apply on the run's device (CUDA graphs or TF32 on a CPU)
@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from t4bench.context import RunContext
+from t4bench.pytorch.context import RunContext
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 OPTIMIZER_IMPLS = ("default", "foreach", "fused")

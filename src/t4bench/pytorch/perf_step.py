@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from t4bench.context import RunContext
-from t4bench.perf import PerfOptions
+from t4bench.pytorch.context import RunContext
+from t4bench.pytorch.perf import PerfOptions
 
 LossFn = Callable[[torch.nn.Module, Any], tuple[torch.Tensor, int]]
 OptimizerStep = Callable[[torch.amp.GradScaler, torch.optim.Optimizer], None]

@@ -1,6 +1,6 @@
 """The PyTorch side of a rank (`frameworks.ENTRIES["pytorch"]`): join the process group (DDP or
 Horovod), set the CPU threads, take the device, build the benchmark and train it through
-`t4bench.loop`. Everything framework-neutral around it is `t4bench.rank`'s."""
+`t4bench.pytorch.loop`. Everything framework-neutral around it is `t4bench.rank`'s."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ from typing import Any, TypeVar
 import torch
 from omegaconf import DictConfig
 
-from t4bench import distributed, launch, loop, seeding
 from t4bench import mlflow_names as names
+from t4bench import seeding
 from t4bench.benchmark import Benchmark
-from t4bench.context import RunContext
 from t4bench.errors import T4BenchError
 from t4bench.frameworks import RunServices
-from t4bench.perf import PerfOptions
+from t4bench.pytorch import distributed, launch, loop
+from t4bench.pytorch.context import RunContext
+from t4bench.pytorch.perf import PerfOptions
 from t4bench.run_env import RunEnvironment
 
 T = TypeVar("T")

@@ -16,9 +16,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from t4bench import checkpoint
 from t4bench import mlflow_names as names
-from t4bench.checkpoint import CheckpointError
+from t4bench.pytorch import checkpoint
+from t4bench.pytorch.checkpoint import CheckpointError
 
 #: what must match between the checkpoint's run and this one (config keys)
 SAME_SETUP = ("model.name", "scale.name", "seed", "model.batch_size", "hw.count")

@@ -1,5 +1,5 @@
 """One run's optimisation state for the PyTorch loop: model, optimizer, LR schedule, precision, the
-step counters, and the divergence watch. `t4bench.loop` decides when to train, evaluate and stop."""
+step counters, and the divergence watch. `t4bench.pytorch.loop` decides when to train, evaluate and stop."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from t4bench import distributed, optim
 from t4bench import schedule as schedules
 from t4bench.benchmark import Benchmark
-from t4bench.context import RunContext
-from t4bench.divergence import DivergenceGuard, DivergenceRule
 from t4bench.errors import T4BenchError
-from t4bench.perf import PerfOptions
-from t4bench.perf_step import build_step, prefetched
 from t4bench.progress import ProgressReporter
+from t4bench.pytorch import distributed, optim
+from t4bench.pytorch.context import RunContext
+from t4bench.pytorch.divergence import DivergenceGuard, DivergenceRule
+from t4bench.pytorch.perf import PerfOptions
+from t4bench.pytorch.perf_step import build_step, prefetched
 
 # how often (in steps) the loss is read back to the host for the progress bar and divergence check;
 # reading it every step would force a device sync per step on GPUs

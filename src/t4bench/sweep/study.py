@@ -234,7 +234,7 @@ class OptunaStudyRunner:
         return summary
 
     def validate(self, seeds: Sequence[int]) -> dict[str, Any]:
-        from t4bench.sweep.holdout import HoldOut
+        from t4bench.sweep.holdout.runs import HoldOut
 
         if self.runs is None:
             raise ValueError("validation reads its runs back from MLflow: hydra.sweeper.mlflow must be true")

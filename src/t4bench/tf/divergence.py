@@ -1,4 +1,4 @@
-"""The divergence rule of `t4bench.divergence` (`divergence:` in conf/config.yaml) on the losses
+"""The divergence rule of `t4bench.pytorch.divergence` (`divergence:` in conf/config.yaml) on the losses
 the TensorFlow loop reads back: diverged when a read loss is not finite, or exceeds
 `max_loss_ratio` x the mean loss of the run's first `reference_steps` steps. The losses are
 all-reduced, so every worker takes the same decision without a collective of its own."""

@@ -1,4 +1,4 @@
-"""The TensorFlow training loop, with the MLPerf timing semantics of `t4bench.loop`:
+"""The TensorFlow training loop, with the MLPerf timing semantics of `t4bench.pytorch.loop`:
 
 init (untimed: data, model, tracing happens in the first timed step, as the PyTorch loop's first
 step pays cudnn autotuning) -> run_start -> per epoch: train, evaluate, stop at the target quality
@@ -47,7 +47,7 @@ def _callback_stop(callbacks: Sequence[Any], evaluation: int, metrics: Mapping[s
         except StopRun as stop:
             return stop.outcome
         except Exception as stop:
-            # t4bench.loop's own StopRun, until it is t4bench.stopping's: same shape, other class
+            # t4bench.pytorch.loop's own StopRun, until it is t4bench.stopping's: same shape, other class
             if type(stop).__name__ != "StopRun" or not isinstance(getattr(stop, "outcome", None), str):
                 raise
             return str(stop.outcome)  # type: ignore[attr-defined]

@@ -2,14 +2,14 @@
 reference ones (the config's own values), each re-run on seeds the sweep never used, compared with
 statistics.
 
-    python -m t4bench.sweep.validate --sweep-dir multirun/sweeps/ncf_stable [--seeds 100-119]
+    python -m t4bench.sweep.holdout --sweep-dir multirun/sweeps/ncf_stable [--seeds 100-119]
 
 It reads the study's recorded command-line overrides from the storage and runs
 
     python -m t4bench --multirun <the sweep's overrides> hydra.sweeper.validate_seeds=[...]
 
 so the runs are composed exactly as the sweep's trials were, with the Optuna sweeper launching the
-validation jobs (t4bench.sweep.holdout) instead of trials. Seeds the sweep tuned on are refused.
+validation jobs (t4bench.sweep.holdout.runs) instead of trials. Seeds the sweep tuned on are refused.
 
 The comparison (validation_report.py): per arm n, converged fraction, mean, std, olympic
 mean of epochs-to-converge, where a run that did not converge enters as its max_epochs (a right-
@@ -27,7 +27,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-PROG = "python -m t4bench.sweep.validate"
+PROG = "python -m t4bench.sweep.holdout"
 
 
 class ValidationError(Exception):

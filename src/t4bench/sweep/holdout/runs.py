@@ -1,4 +1,4 @@
-"""Held-out validation runs (`hydra.sweeper.validate_seeds`, started by `python -m t4bench.sweep.validate`):
+"""Held-out validation runs (`hydra.sweeper.validate_seeds`, started by `python -m t4bench.sweep.holdout`):
 both arms, the best trial's parameters ("tuned") and the config's own values ("reference"), on
 seeds that the sweep never used, composed exactly as the sweep's trials were.
 
@@ -98,7 +98,7 @@ class HoldOut:
         return {"sweep_id": sweep_id, "run_id": arm, "overrides": params, "results": results}
 
     def run(self, seeds: Sequence[int]) -> dict[str, Any]:
-        from t4bench.sweep import validation_report as validate
+        from t4bench.sweep.holdout import report as validate
 
         best = self.s.study.best_trial
         sweep_id = f"{self.s.sweep_id}-validate"

@@ -1,0 +1,9 @@
+"""The checks before a run: each fails in about a second with one line, before torch, MLflow or a
+run exist. Only Hydra/OmegaConf and the standard library load here.
+
+    config    config values: types, ranges, choices, targets; what this host can hold (RULES)
+    hardware  the scale exists for the model; the hardware asked for is here (hw=auto resolved)
+    storage   the MLflow tracking store, the Optuna storage, the working directory are usable
+
+The data a benchmark reads is checked by `Benchmark.check_inputs` (t4bench.data.checks); a
+framework's own backends by its `preflight` in `t4bench.frameworks`."""
