@@ -63,6 +63,8 @@ EVAL_QUALITY = "eval_quality"
 EVAL_PREFIX = "eval_"
 TRAIN_LOSS = "train_loss"
 EPOCH_TIME_S = "epoch_time_s"
+#: the (fractional) epochs trained when the evaluation was taken
+EPOCH = "epoch"
 THROUGHPUT = "throughput"
 # once per run
 EPOCHS_TO_CONVERGE = "epochs_to_converge"

@@ -13,35 +13,11 @@ NaNs looks like a throughput. Config (`divergence` in conf/config.yaml):
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
-
 import torch
 
-from t4bench.errors import T4BenchError
+from t4bench.cadence import Diverged, DivergenceRule
 
-
-class Diverged(Exception):
-    """The loss broke the rule; the loop ends the run with outcome `diverged`."""
-
-
-@dataclass
-class DivergenceRule:
-    max_loss_ratio: float | None = 100.0
-    reference_steps: int = 1
-
-    @classmethod
-    def from_config(cls, section: Mapping[str, Any] | None) -> DivergenceRule:
-        section = section or {}
-        ratio = section.get("max_loss_ratio", cls.max_loss_ratio)
-        steps = int(section.get("reference_steps", cls.reference_steps))
-        if (ratio is not None and float(ratio) < 0) or steps < 1:
-            raise T4BenchError(
-                f"divergence.max_loss_ratio must be >= 0 or null and reference_steps >= 1, got {section}"
-            )
-        return cls(float(ratio) if ratio else None, steps)
+__all__ = ["Diverged", "DivergenceGuard", "DivergenceRule"]
 
 
 class DivergenceGuard:
@@ -71,14 +47,4 @@ class DivergenceGuard:
     def check(self, loss: float, what: str = "train loss", reference: float | None = None) -> None:
         """Raise `Diverged` if `loss` breaks the rule; `reference` replaces this rank's own (ranks
         that decide together pass the mean of theirs)."""
-        if not math.isfinite(loss):
-            raise Diverged(f"{what} is {loss}")
-        reference = self.reference if reference is None else reference
-        ratio = self.rule.max_loss_ratio
-        if ratio is None or reference is None or not math.isfinite(reference):
-            return
-        if reference > 0 and loss > ratio * reference:
-            raise Diverged(
-                f"{what} {loss:.4g} is over {ratio:g}x the first {self.rule.reference_steps} step(s)' loss "
-                f"{reference:.4g}"
-            )
+        self.rule.check(loss, self.reference if reference is None else reference, what)

@@ -10,13 +10,14 @@ time-to-train counting the saved training time plus the new (MLPerf counts train
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from t4bench import mlflow_names as names
+from t4bench.cadence import Continued
 from t4bench.pytorch import checkpoint
 from t4bench.pytorch.checkpoint import CheckpointError
 
@@ -73,17 +74,6 @@ def reopen(client: Any, run_id: str, epoch: int) -> None:
         client.update_run(run_id, status="RUNNING")
     client.set_tag(run_id, names.OUTCOME, names.OUTCOME_RUNNING)
     client.set_tag(run_id, RESUMED_TAG, str(epoch))
-
-
-@dataclass
-class Continued:
-    """Where the loop picks up: the first epoch to train, the training time already spent
-    (time-to-train adds it), the earlier throughputs and evaluation count (metric steps go on)."""
-
-    first_epoch: int = 1
-    elapsed_s: float = 0.0
-    throughputs: list[float] = field(default_factory=list)
-    evaluations: int = 0
 
 
 class EpochCheckpoints:
