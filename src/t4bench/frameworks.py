@@ -40,6 +40,16 @@ SPAWNERS = {
     "pytorch": "t4bench.pytorch.launch:spawn",
     "tensorflow": "t4bench.tf.launch:spawn",
 }
+#: framework -> "module:function" checking, before any run exists, that the backends its ranks
+#: need are here: `preflight(env)` (a framework without one has nothing to check)
+PREFLIGHTS = {
+    "pytorch": "t4bench.pytorch.launch:preflight",
+}
+#: framework -> "module:function" for `resume=`: `resume(cfg)` reopens the checkpoint's MLflow run
+#: and returns its id (None without `resume`); a framework without one cannot resume
+RESUMERS = {
+    "pytorch": "t4bench.pytorch.resume:reopened_run",
+}
 
 
 class EpochLogger(Protocol):
@@ -160,6 +170,20 @@ def spawner(framework: str) -> Spawn:
     """The `spawn` function of `framework` (for hw.count=N without an outer launcher), imported now."""
     spawn: Spawn = _load(SPAWNERS, framework, "rank spawner")
     return spawn
+
+
+def preflight(framework: str, env: RunEnvironment) -> None:
+    """`framework`'s check of its ranks' backends (torch.distributed, horovod.torch), if it has one."""
+    if framework in PREFLIGHTS:
+        _load(PREFLIGHTS, framework, "preflight")(env)
+
+
+def resumed_run(framework: str, cfg: DictConfig) -> str | None:
+    """`resume=...`: the checkpoint's MLflow run, reopened by `framework` (None without resume)."""
+    if cfg.get("resume") in (None, ""):
+        return None
+    resume: Callable[[DictConfig], str | None] = _load(RESUMERS, framework, "resume (checkpoints)")
+    return resume(cfg)
 
 
 def framework_of(cfg: DictConfig, bench_cls: type[Benchmark]) -> str:

@@ -20,7 +20,6 @@ from t4bench import mlflow_names as names
 from t4bench.benchmark import benchmark_class
 from t4bench.errors import RunTerminated, T4BenchError
 from t4bench.preflight import config, hardware, storage
-from t4bench.pytorch import launch
 from t4bench.run_env import RunEnvironment
 from t4bench.signals import sigterm_raises
 
@@ -38,8 +37,7 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
         storage.tracking(str(cfg.tracking.uri))  # a dead server or damaged store: one line in seconds
     bench_cls = benchmark_class(cfg)
     framework = frameworks.framework_of(cfg, bench_cls)
-    if framework == "pytorch":
-        launch.preflight(env)  # torch.distributed / horovod.torch: the PyTorch ranks' backends
+    frameworks.preflight(framework, env)  # PyTorch: torch.distributed / horovod.torch, the ranks' backends
     if not cfg.input.synthetic:
         bench_cls.check_inputs(cfg)
     if env.spawn:
@@ -48,23 +46,8 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
 
     # `tracking.run_id`: a run made by a launcher (mlflow run) to train into; `resume=`: the
     # checkpoint's run, RUNNING again
-    run_id = cfg.tracking.get("run_id") or (_resumed_run(cfg) if env.is_main else None)
+    run_id = cfg.tracking.get("run_id") or (frameworks.resumed_run(framework, cfg) if env.is_main else None)
     return run_rank(cfg, env, output_dir, run_id=run_id)
-
-
-def _resumed_run(cfg: DictConfig) -> str | None:
-    """resume=...: the checkpoint's MLflow run, reopened (None without resume)."""
-    if cfg.get("resume") in (None, ""):
-        return None
-    from mlflow.tracking import MlflowClient
-
-    from t4bench.pytorch import resume
-
-    point = resume.find(cfg)
-    if point is None or not point.run_id:
-        return None
-    resume.reopen(MlflowClient(str(cfg.tracking.uri)), point.run_id, point.epoch)
-    return point.run_id
 
 
 def _spawn_ranks(

@@ -25,12 +25,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from t4bench import run_env
-from t4bench.errors import RunTerminated, T4BenchError
+from t4bench.errors import RanksFailed, RunTerminated, T4BenchError
 from t4bench.run_env import RunEnvironment
-
-
-class RanksFailed(T4BenchError):
-    """A rank of a job this process launched failed; the message names the rank and the error."""
 
 
 def preflight(env: RunEnvironment) -> None:

@@ -76,6 +76,20 @@ def reopen(client: Any, run_id: str, epoch: int) -> None:
     client.set_tag(run_id, RESUMED_TAG, str(epoch))
 
 
+def reopened_run(cfg: DictConfig) -> str | None:
+    """resume=...: the checkpoint's MLflow run, reopened (None without resume or without a run id);
+    `frameworks.RESUMERS["pytorch"]`."""
+    if cfg.get("resume") in (None, ""):
+        return None
+    from mlflow.tracking import MlflowClient
+
+    point = find(cfg)
+    if point is None or not point.run_id:
+        return None
+    reopen(MlflowClient(str(cfg.tracking.uri)), point.run_id, point.epoch)
+    return point.run_id
+
+
 class EpochCheckpoints:
     """The training loop's two hooks: `resume_into(trainer)` before the first epoch (every rank),
     `after_epoch(...)` at an epoch's end (rank 0 writes every `checkpoint.every` epochs).

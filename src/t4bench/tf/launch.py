@@ -29,7 +29,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from t4bench.pytorch.launch import RanksFailed
+from t4bench.errors import RanksFailed
 from t4bench.run_env import RunEnvironment
 
 #: the t4bench.launcher tag of ranks started here
