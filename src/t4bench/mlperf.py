@@ -88,7 +88,7 @@ class MLPerfLog:
         if path is None:  # non-zero ranks: every call is a no-op
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        run_logger = logging.getLogger(f"t4bench.mllog.{uuid.uuid4().hex}")
+        run_logger = logging.getLogger(f"{__name__}.mllog.{uuid.uuid4().hex}")
         run_logger.propagate = False
         run_logger.setLevel(logging.INFO)
         self._handler = logging.FileHandler(path)

@@ -21,6 +21,8 @@ import shlex
 import sys
 from collections.abc import Sequence
 
+from t4bench import mlflow_names as names
+
 PROG = "python -m t4bench.mlproject"
 ENTRY_POINTS = ("main", "sweep", "validate", "report")
 #: tagged on a project run that launched a sweep or a validation: reports and sweep summaries
@@ -67,8 +69,8 @@ def _tag_launcher(run_id: str, command: Sequence[str]) -> None:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient()
-    client.set_tag(run_id, "t4bench.sweep_role", LAUNCHER_ROLE)
-    client.set_tag(run_id, "t4bench.launched", shlex.join(command[1:])[:5000])
+    client.set_tag(run_id, names.SWEEP_ROLE, LAUNCHER_ROLE)
+    client.set_tag(run_id, names.LAUNCHED, shlex.join(command[1:])[:5000])
 
 
 def command_for(entry: str, text: str, run_id: str | None) -> list[str]:

@@ -96,7 +96,7 @@ def _fail_if_running(tracker: RunTracker, status: str) -> None:
     if tracker.client is None or not tracker.run_id:
         return
     try:
-        if tracker.client.get_run(tracker.run_id).info.status == "RUNNING":
+        if tracker.client.get_run(tracker.run_id).info.status == names.RUNNING:
             outcome = names.OUTCOME_KILLED if status == names.KILLED else names.OUTCOME_FAILED
             tracker.set_tags({names.OUTCOME: outcome})
             tracker.end(status)

@@ -26,11 +26,12 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
 
 FORMAT = "t4bench-checkpoint/1"
 #: MLflow tag of a run that writes checkpoints: their folder (`resume=<run id>` reads it)
-FOLDER_TAG = "t4bench.checkpoint_dir"
+FOLDER_TAG = names.CHECKPOINT_DIR
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 _NAME = re.compile(r"^epoch-(\d+)\.pt$")
 

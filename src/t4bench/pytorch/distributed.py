@@ -78,7 +78,7 @@ def _reduce(values: list[float], op: str, device: torch.device) -> list[float]:
     if _hvd is not None:
         tensor = torch.tensor(values, dtype=torch.float64)  # Horovod CPU ops; the values are tiny
         hvd_op = _hvd.Sum if op == "sum" else _hvd.Max
-        return _hvd.allreduce(tensor, op=hvd_op, name=f"t4bench.reduce_{op}").tolist()
+        return _hvd.allreduce(tensor, op=hvd_op, name=f"{__name__}.reduce_{op}").tolist()
     tensor = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
     return tensor.tolist()

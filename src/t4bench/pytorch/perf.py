@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from t4bench import mlflow_names as names
 from t4bench.pytorch.context import RunContext
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
@@ -122,11 +123,11 @@ class PerfOptions:
             values["channels_last"] = ctx.channels_last if self.channels_last is None else self.channels_last
         values["compile_modules"] = ",".join(self.compile_modules) or ("<model>" if self.compile else "")
         tags = {
-            f"t4bench.perf.{key}": str(value).lower() if isinstance(value, bool) else str(value)
+            f"{names.PERF_PREFIX}{key}": str(value).lower() if isinstance(value, bool) else str(value)
             for key, value in values.items()
         }
         if self.dropped:
-            tags["t4bench.perf.dropped"] = "; ".join(self.dropped)
+            tags[names.PERF_DROPPED] = "; ".join(self.dropped)
         return tags
 
     # -- preparing the run ---------------------------------------------------------------------

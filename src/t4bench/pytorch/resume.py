@@ -23,7 +23,7 @@ from t4bench.pytorch.checkpoint import CheckpointError
 
 #: what must match between the checkpoint's run and this one (config keys)
 SAME_SETUP = ("model.name", "scale.name", "seed", "model.batch_size", "hw.count")
-RESUMED_TAG = "t4bench.resumed_from_epoch"
+RESUMED_TAG = names.RESUMED_FROM_EPOCH
 
 
 @dataclass(frozen=True)
@@ -70,8 +70,8 @@ def find(cfg: DictConfig) -> ResumePoint | None:
 def reopen(client: Any, run_id: str, epoch: int) -> None:
     """Mark the run RUNNING again (and say from which epoch), so it ends with this process's status."""
     run = client.get_run(run_id)
-    if run.info.status != "RUNNING":
-        client.update_run(run_id, status="RUNNING")
+    if run.info.status != names.RUNNING:
+        client.update_run(run_id, status=names.RUNNING)
     client.set_tag(run_id, names.OUTCOME, names.OUTCOME_RUNNING)
     client.set_tag(run_id, RESUMED_TAG, str(epoch))
 

@@ -20,8 +20,8 @@ from mlflow.tracking import MlflowClient
 from t4bench import mlflow_names as names
 from t4bench.report.errors import ReportError
 
-REPORT_TAG = "t4bench.report"
-ROLE_TAG = "t4bench.sweep_role"
+REPORT_TAG = names.REPORT
+ROLE_TAG = names.SWEEP_ROLE
 PRICE_PARAM = "hw.price_per_gpu_hour"
 
 #: (column, MLflow metric) for the summary metrics of the README's MLflow contract
@@ -196,7 +196,7 @@ def select(client: MlflowClient, flt: RunFilter) -> Selection:
                 continue
             if flt.models and tags[names.MODEL] not in flt.models:
                 continue
-            if run.info.status in ("RUNNING", "SCHEDULED"):
+            if run.info.status in (names.RUNNING, names.SCHEDULED):
                 running += 1
                 continue
             rows.append(run_row(run, ids[run.info.experiment_id]))

@@ -22,6 +22,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from t4bench import mlflow_names as names
 from t4bench.signals import sigterm_raises
 from t4bench.sweep import space as spaces
 from t4bench.sweep.objective import RobustObjective
@@ -223,7 +224,7 @@ class OptunaStudyRunner:
             except BaseException as err:
                 workers.stop()
                 if self.runs is not None and not isinstance(err, Exception):
-                    self.runs.end_parent("KILLED")
+                    self.runs.end_parent(names.KILLED)
                 raise
         summary = self.summary()
         if self.runs is not None:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from t4bench import mlflow_names as names
 from t4bench.sweep import stats
 
 CENSORING = (
@@ -163,7 +164,7 @@ def publish(report: Mapping[str, Any], out_dir: Path, mlflow: Any, parent_id: st
     values = metrics(report)
     mlflow_runs.log_metrics(mlflow, parent_id, values)
     if "goal" in report:
-        mlflow_runs.set_tags(mlflow, parent_id, {"t4bench.goal": "PASS" if report["goal"]["pass"] else "FAIL"})
+        mlflow_runs.set_tags(mlflow, parent_id, {names.GOAL: "PASS" if report["goal"]["pass"] else "FAIL"})
     for path in paths:
         mlflow.log_artifact(parent_id, str(path))
     if sweep_parent:

@@ -12,22 +12,40 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from t4bench import mlflow_names as names
 from t4bench.errors import RunTerminated
 from t4bench.sweep import mlflow_runs
 from t4bench.sweep.sweep_runs import config_tags
 from t4bench.sweep.trial_runner import quote
 
 if TYPE_CHECKING:
-    from t4bench.sweep.study import OptunaStudyRunner
+    from pathlib import Path
+
+    from omegaconf import DictConfig
+
+    from t4bench.sweep.space import SearchSpace
     from t4bench.sweep.sweep_runs import OptunaSweepRuns
 
 log = logging.getLogger(__name__)
 
 
+class Sweep(Protocol):
+    """What the held-out runs read of the sweep (`t4bench.sweep.study.OptunaStudyRunner` is one;
+    named here, not imported, so that the study, which starts these runs, is not imported back)."""
+
+    config: DictConfig
+    launcher: Any
+    space: SearchSpace
+    study: Any
+    study_name: str
+    sweep_dir: Path
+    sweep_id: str
+
+
 class HoldOut:
-    def __init__(self, study: OptunaStudyRunner, runs: OptunaSweepRuns) -> None:
+    def __init__(self, study: Sweep, runs: OptunaSweepRuns) -> None:
         self.s, self.runs, self.mlflow = study, runs, runs.mlflow
 
     def _parent(self, sweep_id: str, name: str, identity: str, tags: dict[str, Any]) -> str:
@@ -37,14 +55,18 @@ class HoldOut:
             sweep_id,
             kind="validation",
             run_name=name,
-            tags={**config_tags(self.s.config), "t4bench.validation.of": self.s.sweep_id, **tags},
+            tags={**config_tags(self.s.config), names.VALIDATION_OF: self.s.sweep_id, **tags},
             identity=f"{identity}|{self.runs.identity}",
         )
 
     def _end(self, run_id: str, err: BaseException | None) -> None:
         # never leave a validation run RUNNING: a re-run of the command finds and reuses it
         status = (
-            "FINISHED" if err is None else "KILLED" if isinstance(err, (KeyboardInterrupt, RunTerminated)) else "FAILED"
+            names.FINISHED
+            if err is None
+            else names.KILLED
+            if isinstance(err, (KeyboardInterrupt, RunTerminated))
+            else names.FAILED
         )
         self.mlflow.set_terminated(run_id, status=status)
 
@@ -56,11 +78,11 @@ class HoldOut:
             sweep_id,
             f"validate-{label}-{self.s.study_name}",
             f"validation-arm:{label}",
-            {"t4bench.validation.set": label, mlflow_runs.PARENT: parent},
+            {names.VALIDATION_SET: label, mlflow_runs.PARENT: parent},
         )
         try:
             mlflow_runs.set_tags(
-                self.mlflow, arm, {f"t4bench.params.{o.split('=', 1)[0]}": o.split("=", 1)[1] for o in params}
+                self.mlflow, arm, {f"{names.PARAMS_PREFIX}{o.split('=', 1)[0]}": o.split("=", 1)[1] for o in params}
             )
             done = {r["seed"] for r in mlflow_runs.seed_results(self.mlflow, self.runs.exp_id, sweep_id)}
             todo = [s for s in seeds if s not in done]
@@ -106,7 +128,7 @@ class HoldOut:
             sweep_id,
             f"validate-{self.s.study_name}-{self.runs.study_uid[:8]}",
             "validation",
-            {"t4bench.validation.best_trial": best.number},
+            {names.VALIDATION_BEST_TRIAL: best.number},
         )
         try:
             arms = {
