@@ -11,7 +11,7 @@ It reads the study's recorded command-line overrides from the storage and runs
 so the runs are composed exactly as the sweep's trials were, with the Optuna sweeper launching the
 validation jobs (t4bench.sweep.holdout.runs) instead of trials. Seeds the sweep tuned on are refused.
 
-The comparison (validation_report.py): per arm n, converged fraction, mean, std, olympic
+The comparison (holdout/report.py): per arm n, converged fraction, mean, std, olympic
 mean of epochs-to-converge, where a run that did not converge enters as its max_epochs (a right-
 censored lower bound: said in the report); tuned/reference ratios of mean and std with bootstrap
 95% CIs, Brown-Forsythe and Mann-Whitney p-values (scipy, in stats.py); the goal check as PASS/FAIL

@@ -2,7 +2,7 @@
 epochs-to-converge with non-converged runs censored at max_epochs, the tuned/reference ratios with
 bootstrap CIs and the tests (computed in stats.py with scipy), the goal check as PASS/FAIL lines,
 validation.{md,csv,json} in the sweep's folder and the metrics/artifacts on the validation parent
-run. holdout.py calls build_report and publish after the arms' runs are in."""
+run. holdout/runs.py calls build_report and publish after the arms' runs are in."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ seeds that the sweep never used, composed exactly as the sweep's trials were.
 MLflow: one validation parent `<sweep_id>-validate` (the comparison: metrics, validation.json/.md/
 .csv artifacts) holding one run per arm (`<sweep_id>-validate-best-t<N>`, `<sweep_id>-validate-
 reference`), each holding its seed runs (`tuned-seed101`, ...). Seeds whose run already finished
-are reused, so the command can be interrupted and run again. The comparison is validation_report.py.
+are reused, so the command can be interrupted and run again. The comparison is holdout/report.py.
 """
 
 from __future__ import annotations
