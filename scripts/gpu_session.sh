@@ -12,7 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 results=${OUT:-/tmp/t4bench_gpu}
 # the scripts write MLflow stores and run folders under work/, packed into one archive at the end
-export OUT=$results/work
+export OUT=$results/work RESULTS=$results
 mkdir -p "$OUT"
 if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -22,6 +22,22 @@ else
   export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONUNBUFFERED=1 PYTHON=python3
+# the mini data carried by scripts/gpu_data.sh: unpacked, and the Fashion-MNIST sets prepared here
+if [[ -f .carry/data-small.tgz && ! -d data/translation ]]; then tar xzf .carry/data-small.tgz; fi
+if compgen -G ".carry-vision/*.xz" >/dev/null && [[ ! -f data/fashion-coco/.complete.json ]]; then
+  python3 - <<'PY'
+import gzip, lzma, shutil
+from pathlib import Path
+
+out = Path("/tmp/fashion-mnist")
+out.mkdir(exist_ok=True)
+for packed in Path(".carry-vision").glob("*.xz"):
+    with lzma.open(packed) as src, gzip.open(out / packed.with_suffix(".gz").name, "wb", compresslevel=1) as dst:
+        shutil.copyfileobj(src, dst)
+PY
+  T4BENCH_FASHION_MNIST_DIR=/tmp/fashion-mnist python3 -m t4bench.data.prepare fashion-mnist-folder fashion-coco \
+    | tail -2
+fi
 # never let NCCL/PyTorch use NVLink multicast on lent machines (see the device notes)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.device_count(), 'GPU(s)')"

@@ -17,7 +17,8 @@ for tag in manylinux1 manylinux2014 manylinux_2_17 manylinux_2_24 manylinux_2_27
 done
 python3 -m pip download -q --disable-pip-version-check --find-links "$work" --only-binary=:all: \
   --python-version 3.12 --implementation cp "${platforms[@]}" -d "$work" \
-  mlflow==3.17.2 optuna==5.0.0 hydra-core==1.3.8 mlperf-logging==4.1.68 pycocotools==2.0.11 cmaes==0.13.1
+  mlflow==3.17.2 optuna==5.0.0 hydra-core==1.3.8 mlperf-logging==4.1.68 pycocotools==2.0.11 cmaes==0.13.1 \
+  hydra-joblib-launcher==1.2.0
 # already on the GPU image (its package list in the device notes): keep its versions
 on_image=" aiohappyeyeballs aiohttp aiosignal annotated_doc anyio attrs certifi charset_normalizer click
  cloudpickle contourpy cycler fonttools frozenlist h11 idna jinja2 joblib kiwisolver markupsafe matplotlib
@@ -29,4 +30,23 @@ for wheel in "$work"/*.whl; do
   name=$(basename "$wheel" | cut -d- -f1 | tr 'A-Z' 'a-z')
   [[ "$on_image" == *" $name "* ]] || cp "$wheel" "$dest/"
 done
+# the GPU machine serves no MLflow UI: its 7.5 MB of JavaScript is left out of the carried mlflow
+# wheel (and out of the wheel's RECORD), which keeps wheels + the mini data under a call's 64 MiB
+python3 - "$dest"/mlflow-[0-9]*.whl <<'PY'
+import sys, zipfile
+from pathlib import Path
+
+wheel = Path(sys.argv[1])
+slim = wheel.with_suffix(".slim")
+ui = "mlflow/server/js/"
+with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(slim, "w", zipfile.ZIP_DEFLATED) as out:
+    for item in src.infolist():
+        if item.filename.startswith(ui):
+            continue
+        data = src.read(item)
+        if item.filename.endswith(".dist-info/RECORD"):
+            data = b"".join(line for line in data.splitlines(True) if not line.startswith(ui.encode()))
+        out.writestr(item, data)
+slim.replace(wheel)
+PY
 echo "gpu_wheels: $(ls "$dest" | wc -l) wheels, $(du -sh "$dest" | cut -f1) in $dest"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,15 @@ class RunContext:
     data_root: Path
     channels_last: bool = False
     num_workers: int = 0
+
+    @property
+    def worker_start_method(self) -> str | None:
+        """fork for DataLoader workers where the OS has it: PyTorch's own default on Linux, named
+        here because a process started by a joblib (loky) launcher makes loky's start method the
+        default, and DataLoader workers fail to start with it ('Process' has no attribute 'env')."""
+        if self.num_workers > 0 and "fork" in multiprocessing.get_all_start_methods():
+            return "fork"
+        return None
 
     @property
     def is_main(self) -> bool:
@@ -68,6 +78,7 @@ class RunContext:
             drop_last=drop_last,
             collate_fn=collate_fn,
             num_workers=self.num_workers,
+            multiprocessing_context=self.worker_start_method,
             pin_memory=self.device.type == "cuda",
             persistent_workers=False,
         )
@@ -85,6 +96,7 @@ class RunContext:
             batch_size=batch_size,
             shuffle=False,
             num_workers=self.num_workers,
+            multiprocessing_context=self.worker_start_method,
             collate_fn=collate_fn,
             pin_memory=self.device.type == "cuda",
         )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -50,6 +51,7 @@ class OptunaStudyRunner:
         storage = sweeper_cfg.get("storage") or f"journal:{self.sweep_dir / 'optuna.journal'}"
         self.storage_url = normalize(str(storage))
         self.n_trials = int(sweeper_cfg["n_trials"])
+        self.started = time.monotonic()
         self.validating = bool(sweeper_cfg.get("validate_seeds"))
         self.seeds = self._seeds()
         self.sweep_id = str(sweeper_cfg.get("sweep_id") or self.study_name)
@@ -216,7 +218,7 @@ class OptunaStudyRunner:
         with sigterm_raises():
             try:
                 workers.spawn()
-                while (trial := self.queue.next_trial()) is not None:
+                while self._may_start() and (trial := self.queue.next_trial()) is not None:
                     runner.run(trial)
                     if self.runs is not None:
                         self.runs.update_parent(self.summary(), done=False, out_dir=None)
@@ -233,6 +235,13 @@ class OptunaStudyRunner:
             self.runs.update_parent(summary, done=done, out_dir=self.sweep_dir)
         self._print(summary)
         return summary
+
+    def _may_start(self) -> bool:
+        """Whether this worker may claim another trial: always, unless `timeout` seconds have passed
+        since it started (Optuna's `optimize(timeout=)` meaning: trials in flight finish). Lets a
+        time-boxed session end with finished trials instead of killed ones; the study resumes."""
+        timeout = self.cfg.get("timeout")
+        return timeout is None or time.monotonic() - self.started < float(timeout)
 
     def validate(self, seeds: Sequence[int]) -> dict[str, Any]:
         from t4bench.sweep.holdout.runs import HoldOut

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Issue 24 on one GPU: seed-robust Optuna sweeps (sweeps/<study>.yaml) with many runs on the GPU at
+# once under CUDA MPS, cut at a time budget and resumed by the next call from their journals.
+#   STUDIES="gnmt_ding_tuned:4" BUDGET_S=540 bash scripts/gpu_session.sh scripts/gpu_convergence.sh
+# STUDIES: study:workers pairs, run side by side; each worker runs its trial's seeds side by side
+# (hydra/launcher=joblib, batch_seeds), so workers x seeds_per_trial runs share the GPU and a trial
+# lasts about one run. Workers claim no new trial after BUDGET_S - DRAIN_S seconds
+# (hydra.sweeper.timeout), so the call ends with whole trials; what is still running at BUDGET_S
+# is stopped (failed and re-queued by the sweeper). Each study's Optuna journal, MLflow store and
+# artifacts live in .gpuwork/<study>/; a call that finds .gpuwork/<study>.tgz (carried from the
+# last call's results) continues from it, and leaves $RESULTS/<study>.tgz for the next one
+# (unpack nothing here: carry the tgz back as it came). Trials cut by the budget are RUNNING in the
+# journal; the sweeper fails and re-queues them once their heartbeat is stale (stale_after).
+# MPS (one context for all processes, measured x7.6 GNMT runs/hour at 16 vs x4.3 time-sliced):
+# MPS=0 turns it off. Runs load data in their own process (LOADER_WORKERS=0): 16 runs x the
+# profile's 8 DataLoader workers, re-forked every epoch, would crowd the host's 16 cores.
+# MPS=0 turns it off. The runs' seconds are shared-GPU seconds: only their epochs are comparable.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+HW=${HW:-h200}
+BUDGET_S=${BUDGET_S:-540}
+DRAIN_S=${DRAIN_S:-200}
+STUDIES=${STUDIES:-gnmt_ding_tuned:4}
+results=${RESULTS:-${OUT:-/tmp}}
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+if [[ ${MPS:-1} == 1 ]] && command -v nvidia-cuda-mps-control >/dev/null; then
+  nvidia-cuda-mps-control -d && echo "MPS daemon started"
+  trap 'echo quit | nvidia-cuda-mps-control' EXIT
+fi
+nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -l 30 >"$results/gpu_use.csv" 2>/dev/null &
+monitor=$!
+pids=()
+for entry in $STUDIES; do
+  study=${entry%%:*} jobs=${entry##*:}
+  work=$PWD/.gpuwork/$study
+  mkdir -p "$work"
+  if [[ -f .gpuwork/$study.tgz && ! -f $work/sweep/optuna.journal ]]; then
+    tar xzf ".gpuwork/$study.tgz" -C "$work" && echo "$study: resumed from the carried journal and store"
+  fi
+  echo "== $study: $jobs workers, budget $BUDGET_S s ($(date +%T))"
+  setsid $PY -m t4bench --multirun "+sweeps=$study" "hw=$HW" "hydra.sweeper.n_jobs=$jobs" \
+    hydra/launcher=joblib hydra.launcher.n_jobs="${SEEDS_AT_ONCE:-4}" hydra.sweeper.batch_seeds=true \
+    "hydra.sweeper.timeout=$((BUDGET_S - DRAIN_S))" "hw.loader_workers=${LOADER_WORKERS:-0}" "hydra.sweep.dir=$work/sweep" "tracking.uri=sqlite:///$work/mlflow.db" >>"$work/sweep.log" 2>&1 &
+  pids+=("$!:$study")
+done
+deadline=$((SECONDS + BUDGET_S))
+running() { for e in "${pids[@]}"; do kill -0 "${e%%:*}" 2>/dev/null && return 0; done; return 1; }
+while running && ((SECONDS < deadline)); do sleep 5; done
+for e in "${pids[@]}"; do kill -TERM -- "-${e%%:*}" 2>/dev/null; done
+for _ in $(seq 30); do running || break; sleep 1; done
+for e in "${pids[@]}"; do kill -KILL -- "-${e%%:*}" 2>/dev/null; done
+kill "$monitor" 2>/dev/null
+for e in "${pids[@]}"; do
+  study=${e#*:}
+  work=.gpuwork/$study
+  $PY - "$work/sweep/optuna.journal" "$study" <<'PY'
+import sys
+import optuna
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+study = optuna.load_study(study_name=sys.argv[2], storage=JournalStorage(JournalFileBackend(sys.argv[1])))
+states = [t.state.name for t in study.trials]
+print(f"{sys.argv[2]}: {len(states)} trials: " + ", ".join(f"{s.lower()} {states.count(s)}" for s in sorted(set(states))))
+done = [t for t in study.trials if t.state.name == "COMPLETE"]
+for t in sorted(done, key=lambda t: t.value)[:5]:
+    print(f"  trial {t.number}: {t.value:.3f} {t.params}")
+PY
+  tar czf "$results/$study.tgz" -C "$work" . && echo "$study: store $(du -sh "$results/$study.tgz" | cut -f1)"
+  grep -c "trial .*: mean_std" "$work/sweep.log" | sed "s/^/$study: trials finished by this call's log: /"
+done
+sort -t, -k3 -n "$results/gpu_use.csv" | tail -1 | sed 's/^/peak GPU memory sample: /'
