@@ -262,7 +262,7 @@ def _train_epoch(steps: Steps, run: Cadence, tally: _Tally, epoch: int) -> None:
         tally.epochs_done = epoch - 1 + (done / n_batches if n_batches else 1.0)
         if done == n_batches:
             mlperf.end(constants.EPOCH_STOP, epoch_num=epoch)
-        tally.continued.throughputs.append(stats["throughput"])
+        tally.continued.throughputs.append(stats[names.THROUGHPUT])
         tally.continued.evaluations += 1
         _evaluate(steps, run, tally, stats, started)
         if tally.stopped:

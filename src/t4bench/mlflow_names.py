@@ -117,6 +117,13 @@ EPOCH_TIME_S = "epoch_time_s"
 #: the (fractional) epochs trained when the evaluation was taken
 EPOCH = "epoch"
 THROUGHPUT = "throughput"
+#: seconds the slowest rank spent in the steps since the previous evaluation
+TRAIN_TIME_S = "train_time_s"
+#: the learning rate after the last step (the schedule's value)
+LR = "lr"
+#: the trivial baselines' quality (t4bench.baselines): trivial_<metric>, trivial_quality the first
+TRIVIAL_PREFIX = "trivial_"
+TRIVIAL_QUALITY = "trivial_quality"
 # once per run
 EPOCHS_TO_CONVERGE = "epochs_to_converge"
 EPOCHS_RUN = "epochs_run"

@@ -141,5 +141,5 @@ def measure_throughput(
         epochs_run=0.0,
         epochs_to_converge=None,
         time_to_train_s=elapsed,
-        avg_throughput=stats["throughput"],
+        avg_throughput=stats[names.THROUGHPUT],
     )

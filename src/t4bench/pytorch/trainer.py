@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
+from t4bench import mlflow_names as names
 from t4bench import schedule as schedules
 from t4bench.benchmark import Benchmark
 from t4bench.errors import T4BenchError
@@ -114,10 +115,10 @@ class Trainer:
         reference = reference_sum / self.ctx.world_size if local_reference is not None else None
         self.guard.check(train_loss, "mean train loss", reference=reference)
         return {
-            "train_loss": train_loss,
-            "throughput": total_units / slowest if slowest > 0 else 0.0,
-            "train_time_s": slowest,
-            "lr": self.current_lr(),
+            names.TRAIN_LOSS: train_loss,
+            names.THROUGHPUT: total_units / slowest if slowest > 0 else 0.0,
+            names.TRAIN_TIME_S: slowest,
+            names.LR: self.current_lr(),
         }
 
     def evaluate(self) -> dict[str, float]:

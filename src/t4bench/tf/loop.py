@@ -125,4 +125,4 @@ def measure_throughput(bench: Benchmark, cfg: DictConfig, ctx: TFContext, servic
     services.logger.log_epoch(1, metrics)
     services.progress.epoch_end(1, metrics, unit)
     mlperf.end(constants.RUN_STOP, status=constants.ABORTED)
-    return RunResult(names.OUTCOME_THROUGHPUT_ONLY, 0.0, None, elapsed, stats["throughput"])
+    return RunResult(names.OUTCOME_THROUGHPUT_ONLY, 0.0, None, elapsed, stats[names.THROUGHPUT])

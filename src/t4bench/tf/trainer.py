@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 from omegaconf import DictConfig
 
+from t4bench import mlflow_names as names
 from t4bench.benchmark import Benchmark
 from t4bench.progress import ProgressReporter
 from t4bench.tf import schedule as schedules
@@ -164,10 +165,10 @@ class KerasTrainer:
             self._sync_statistics()
         (slowest,) = self.all_reduce_max([time.perf_counter() - started])
         return {
-            "train_loss": mean_loss,
-            "throughput": done / slowest if slowest > 0 else 0.0,
-            "train_time_s": slowest,
-            "lr": self.current_lr(),
+            names.TRAIN_LOSS: mean_loss,
+            names.THROUGHPUT: done / slowest if slowest > 0 else 0.0,
+            names.TRAIN_TIME_S: slowest,
+            names.LR: self.current_lr(),
         }
 
     def evaluate(self) -> dict[str, float]:
