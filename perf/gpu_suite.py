@@ -36,6 +36,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from t4bench.benchmark import benchmark_class
 from t4bench.pytorch import optim
+from t4bench.schedule import base_lr
 
 MODELS = ("resnet50", "ssd", "maskrcnn", "gnmt", "ncf", "transformer")
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -99,7 +100,7 @@ def bare_eager(cfg, ctx) -> tuple[float, float, int, float]:
     if ctx.channels_last:
         model = model.to(memory_format=torch.channels_last)
     model.train()
-    lr = optim.base_lr(cfg.model.optimizer, int(cfg.model.batch_size), int(cfg.model.schedule.ref_batch_size))
+    lr = base_lr(cfg.model.optimizer, int(cfg.model.batch_size), int(cfg.model.schedule.ref_batch_size))
     opt = optim.build(bench.param_groups(model), cfg.model.optimizer, lr)
     scaler = torch.amp.GradScaler(ctx.device.type, enabled=ctx.precision == "fp16")
     batch = ctx.to_device(bench.synthetic_batch())

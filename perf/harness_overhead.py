@@ -29,6 +29,7 @@ from omegaconf import DictConfig
 from t4bench.benchmark import benchmark_class
 from t4bench.pytorch import optim
 from t4bench.pytorch.context import RunContext
+from t4bench.schedule import base_lr
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -128,7 +129,7 @@ def bare_loop_throughput(cfg: DictConfig, ctx: RunContext) -> float:
     if ctx.channels_last:
         model = model.to(memory_format=torch.channels_last)
     model.train()
-    lr = optim.base_lr(cfg.model.optimizer, int(cfg.model.batch_size), int(cfg.model.schedule.ref_batch_size))
+    lr = base_lr(cfg.model.optimizer, int(cfg.model.batch_size), int(cfg.model.schedule.ref_batch_size))
     opt = optim.build(bench.param_groups(model), cfg.model.optimizer, lr)
     scaler = torch.amp.GradScaler(ctx.device.type, enabled=ctx.precision == "fp16")
     # once, as loop.measure_throughput does (a no-op for batches generated on the device)

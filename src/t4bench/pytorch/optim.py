@@ -8,18 +8,6 @@ from typing import Any
 import torch
 
 
-def base_lr(cfg: Any, global_batch: int, ref_batch: int) -> float:
-    """The configured LR, linearly scaled with the global batch when `lr_scaling=linear`
-    (ResNet's 0.128 x batch/256 rule: ref_batch=256)."""
-    lr = float(cfg.lr)
-    scaling = str(cfg.get("lr_scaling", "none"))
-    if scaling == "linear":
-        return lr * global_batch / ref_batch
-    if scaling != "none":
-        raise ValueError(f"optimizer.lr_scaling must be none or linear, got {scaling!r}")
-    return lr
-
-
 def build(params: Iterable[Any], cfg: Any, lr: float) -> torch.optim.Optimizer:
     name = str(cfg.name).lower()
     weight_decay = float(cfg.get("weight_decay", 0.0))

@@ -42,7 +42,7 @@ class Trainer:
         self.model = model
         self.global_batch = int(cfg.model.batch_size) * ctx.world_size
         ref_batch = int(cfg.model.schedule.ref_batch_size)
-        lr = optim.base_lr(cfg.model.optimizer, self.global_batch, ref_batch)
+        lr = schedules.base_lr(cfg.model.optimizer, self.global_batch, ref_batch)
         self.train_model = self.perf.prepare_model(distributed.wrap_for_data_parallel(model, ctx.device))
         optimizer = self.perf.prepare_optimizer(optim.build(bench.param_groups(model), cfg.model.optimizer, lr))
         self.base_lrs = [group["lr"] for group in optimizer.param_groups]

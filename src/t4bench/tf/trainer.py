@@ -23,6 +23,7 @@ from omegaconf import DictConfig
 from t4bench import mlflow_names as names
 from t4bench.benchmark import Benchmark
 from t4bench.progress import ProgressReporter
+from t4bench.schedule import base_lr
 from t4bench.tf import schedule as schedules
 from t4bench.tf.context import TFContext
 from t4bench.tf.divergence import DivergenceGuard
@@ -31,17 +32,6 @@ from t4bench.tf.divergence import DivergenceGuard
 LOSS_READ_INTERVAL = 20
 #: hw.precision -> Keras dtype policy (mixed: float32 variables, low-precision compute)
 POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
-
-
-def base_lr(optimizer_cfg: Any, global_batch: int, ref_batch: int) -> float:
-    """The configured LR, scaled linearly with the global batch when `lr_scaling=linear`."""
-    lr = float(optimizer_cfg.lr)
-    scaling = str(optimizer_cfg.get("lr_scaling", "none"))
-    if scaling == "linear":
-        return lr * global_batch / ref_batch
-    if scaling != "none":
-        raise ValueError(f"optimizer.lr_scaling must be none or linear, got {scaling!r}")
-    return lr
 
 
 def build_optimizer(optimizer_cfg: Any, lr: float, precision: str) -> keras.optimizers.Optimizer:
