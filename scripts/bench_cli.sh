@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Wall time of `python -m t4bench --help` and `--cfg job` (best and median of N runs, default 5)
+# Wall time of `t4bench --help`, each subcommand's `--help` (the console script's module,
+# `python -m t4bench.cli`), `python -m t4bench --help` and `--cfg job` (best and median of N runs, default 5)
 # beside a bare interpreter start, and the heavy modules each one imports (none is the goal: torch,
 # MLflow and TensorFlow load only when a run starts). Prints figures; asserts nothing.
 #   scripts/bench_cli.sh [N]
@@ -19,12 +20,16 @@ runs = int(sys.argv[1])
 python = shutil.which("python") or sys.executable
 commands = {
     "python -c pass": [python, "-c", "pass"],
+    **{
+        f"t4bench {sub}--help": [python, "-m", "t4bench.cli", *sub.split(), "--help"]
+        for sub in ("", "run ", "sweep ", "report ", "runs ", "check ", "validate ")
+    },
     "python -m t4bench --help": [python, "-m", "t4bench", "--help"],
     "python -m t4bench --cfg job": [python, "-m", "t4bench", "--cfg", "job"],
     "python -m t4bench --cfg job model=gnmt hw=t4": [python, "-m", "t4bench", "--cfg", "job", "model=gnmt", "hw=t4"],
 }
-heavy = ("torch", "mlflow", "tensorflow", "sqlalchemy", "pandas", "optuna")
-print(f"{'command':<48} {'best s':>7} {'median s':>9}  heavy imports (target: under 1.5 s, none)")
+heavy = ("torch", "mlflow", "tensorflow", "sqlalchemy", "pandas", "optuna", "hydra")
+print(f"{'command':<48} {'best s':>7} {'median s':>9}  heavy imports (target: t4bench --help under 1 s, none)")
 for label, argv in commands.items():
     times = []
     for _ in range(runs):

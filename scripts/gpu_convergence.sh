@@ -12,6 +12,8 @@
 # (unpack nothing here: carry the tgz back as it came). Trials cut by the budget are RUNNING in the
 # journal; the sweeper fails and re-queues them once their heartbeat is stale (stale_after).
 # MPS (one context for all processes, measured x7.6 GNMT runs/hour at 16 vs x4.3 time-sliced):
+# hw.runs_per_gpu (workers x seeds at once) tags the runs t4bench.gpu_share and checks that they fit
+# the GPU's memory before anything starts; MPS is started here (hw.mps=false: not by the sweeper).
 # MPS=0 turns it off. Runs load data in their own process (LOADER_WORKERS=0): 16 runs x the
 # profile's 8 DataLoader workers, re-forked every epoch, would crowd the host's 16 cores.
 # MPS=0 turns it off. The runs' seconds are shared-GPU seconds: only their epochs are comparable.
@@ -41,6 +43,7 @@ for entry in $STUDIES; do
   echo "== $study: $jobs workers, budget $BUDGET_S s ($(date +%T))"
   setsid $PY -m t4bench --multirun "+sweeps=$study" "hw=$HW" "hydra.sweeper.n_jobs=$jobs" \
     hydra/launcher=joblib hydra.launcher.n_jobs="${SEEDS_AT_ONCE:-4}" hydra.sweeper.batch_seeds=true \
+    "hw.runs_per_gpu=$((jobs * ${SEEDS_AT_ONCE:-4}))" "hw.mps=false" \
     "hydra.sweeper.timeout=$((BUDGET_S - DRAIN_S))" "hw.loader_workers=${LOADER_WORKERS:-0}" "hydra.sweep.dir=$work/sweep" "tracking.uri=sqlite:///$work/mlflow.db" >>"$work/sweep.log" 2>&1 &
   pids+=("$!:$study")
 done

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -125,3 +126,96 @@ def test_cfg_job_prints_the_composed_config_and_loads_no_framework() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "name: gnmt" in proc.stdout and "max_epochs: 3" in proc.stdout
     assert not imported(proc.stderr) & {"torch", "mlflow", "tensorflow", "optuna"}
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """The `t4bench` console script's module (pyproject's [project.scripts] points at it)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}
+    return subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "t4bench.cli", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("sub", ["", "run", "sweep", "report", "runs", "check", "validate"])
+def test_each_subcommand_help_describes_t4bench_and_loads_no_framework(sub: str) -> None:
+    proc = cli(*([sub] if sub else []), "--help")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("usage: "), proc.stdout[:200]
+    assert not imported(proc.stderr) & {"torch", "mlflow", "tensorflow", "optuna", "hydra"}
+    assert "Hydra's own options" in proc.stdout or "hydra.run.dir" not in proc.stdout  # not Hydra's help page
+    if sub in ("", "run", "sweep"):
+        # the user's choices, read from conf/ when --help runs
+        models = sorted(p.stem for p in (REPO / "conf" / "model").glob("*.yaml"))
+        assert f"model=      {', '.join(models)}" in proc.stdout
+        assert "hw=" in proc.stdout and "scale=" in proc.stdout and "hparams=" in proc.stdout
+    if sub == "sweep":
+        assert all(p.stem in proc.stdout for p in (REPO / "sweeps").glob("*.yaml"))
+
+
+def test_the_default_subcommand_is_the_hydra_app() -> None:
+    proc = cli("--cfg", "job", "model=gnmt", "max_epochs=3")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "name: gnmt" in proc.stdout and "max_epochs: 3" in proc.stdout
+    bad = cli("run", "model=nosuchmodel")
+    assert bad.returncode != 0 and "nosuchmodel" in bad.stderr
+
+
+def test_check_says_one_line_per_log_and_bad_input_exits_2(tmp_path: Path) -> None:
+    missing = cli("check", str(tmp_path / "absent.log"))
+    assert missing.returncode == 2
+    assert [line for line in missing.stderr.splitlines() if not line.startswith("import time")] == [
+        f"t4bench: error: {tmp_path / 'absent.log'}: no such file (give the mlperf.log of a run)"
+    ]
+    junk = tmp_path / "junk.log"
+    junk.write_text("hello\n")
+    assert cli("check", str(junk)).returncode == 2
+
+
+def test_a_sweep_counts_its_jobs_and_ends_with_what_to_run_next(tmp_path: Path) -> None:
+    """A real 2-seed sweep through `t4bench sweep`: job i/n with an ETA, the UI address and the
+    exact report command (which then runs as printed)."""
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": str(REPO / "src"),
+        "MLFLOW_TRACKING_URI": "sqlite:///mlflow.db",
+    }
+    args = ["sweep", "model=ncf", "seed=range(0,2)", "max_epochs=1", "progress=off", "tracking.sweep_id=talk"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "t4bench.cli", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "[t4bench] sweep talk (2 jobs)" in out
+    assert "[t4bench] sweep job 1/2 done (" in out and "; sweep ETA " in out
+    assert "[t4bench] sweep job 2/2 done (" in out and "sweep done" in out
+    assert "/runs?workflowType=machine_learning" in out
+    (report,) = [line for line in out.splitlines() if line.startswith("[t4bench] report: ")]
+    command = shlex.split(report.removeprefix("[t4bench] report: "))
+    assert command[:2] == ["t4bench", "report"]
+    made = subprocess.run(
+        [sys.executable, "-m", "t4bench.cli", *command[1:], "--no-log"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert made.returncode == 0, made.stderr[-2000:]
+    assert (tmp_path / "report" / "talk" / "report.md").exists()
+
+
+def test_pace_and_job_count() -> None:
+    from t4bench.sweep.talk import Pace, count_jobs
+
+    assert count_jobs(["model=ncf", "seed=range(0,5)"]) == 5
+    assert count_jobs(["seed=0,1,2", "hw.count=1,2"]) == 6
+    assert count_jobs([], {"seed": "range(0,10)"}) == 10
+    pace = Pace(4, already_done=1)
+    assert pace.job_done("trial").startswith("[t4bench] sweep trial 2/4 done (")
+    assert pace.job_done("trial", done=4).endswith("sweep done")

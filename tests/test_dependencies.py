@@ -20,7 +20,7 @@ PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
 FIRST_PARTY = {"t4bench", "hydra_plugins", "conftest", "tests"}
 #: imported but not installable from pyproject.toml: Horovod is built by scripts/build_horovod.sh
 BUILT_SEPARATELY = {"horovod"}
-TEST_ONLY = {"pytest", "ruff", "mypy", "psutil", "psycopg2-binary"}
+TEST_ONLY = {"pytest", "ruff", "mypy", "psycopg2-binary"}
 
 
 def normalized(name: str) -> str:

@@ -185,6 +185,24 @@ def test_system_metrics_switches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert len(client.get_metric_history(run.info.run_id, "system/cpu_utilization_percentage")) >= 2
 
 
+def test_system_metrics_that_cannot_start_say_so_in_one_console_line(tmp_path: Path) -> None:
+    """psutil made unimportable (what a default install lacked): the run goes on, one line says why."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    run_id = client.create_run(client.create_experiment("nopsutil")).info.run_id
+    code = (
+        "import sys; sys.modules['psutil'] = None\n"
+        "from t4bench import system_metrics\n"
+        f"print(system_metrics.start({uri!r}, {run_id!r}, 1.0).tags()[system_metrics.TAG])"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("off: ") and "psutil" in proc.stdout
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("t4bench:")]
+    assert len(lines) == 1 and lines[0].startswith("t4bench: system metrics off: ") and "psutil" in lines[0]
+
+
 def test_a_sweep_parent_of_hw_auto_is_tagged_with_the_profile_its_runs_train_on() -> None:
     from t4bench import hardware
     from t4bench.sweep.sweep_runs import config_tags

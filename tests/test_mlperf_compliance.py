@@ -65,6 +65,16 @@ def failures(proc: subprocess.CompletedProcess[str]) -> list[str]:
     ]
 
 
+def t4bench_check(log: Path) -> subprocess.CompletedProcess[str]:
+    """`t4bench check <log>` (the console script's module): one line, never a traceback."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "t4bench.cli", "check", str(log)], capture_output=True, text=True, timeout=300
+    )
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert len(proc.stdout.splitlines()) == 1, proc.stdout
+    return proc
+
+
 def mini_log(run_t4bench, tmp_path: Path, model: str, *extra: str) -> Path:  # type: ignore[no-untyped-def]
     run_t4bench(f"model={model}", "seed=0", "progress=off", *extra)
     log = tmp_path / "run" / "mlperf.log"
@@ -89,6 +99,10 @@ def test_vision_mini_log_passes_the_checker(run_t4bench, tmp_path: Path, model: 
     proc = checker(log, RULESETS[mlperf_name(model)], tmp_path)
     assert proc.returncode == 0 and "SUCCESS" in proc.stdout + proc.stderr, failures(proc)
     assert_call_sites(log)
+    mine = t4bench_check(log)
+    ruleset = RULESETS[mlperf_name(model)]
+    assert mine.returncode == 0 and mine.stdout.startswith(f"mlperf.log: {mlperf_name(model)}: ")
+    assert f"ruleset {ruleset}: PASSED" in mine.stdout
 
 
 @pytest.mark.parametrize("model", ["gnmt", pytest.param("transformer", marks=pytest.mark.slow)])
@@ -97,6 +111,9 @@ def test_one_epoch_translation_log_misses_only_the_bleu_floor(run_t4bench, tmp_p
     proc = checker(log, RULESETS[model], tmp_path)
     assert failures(proc) == [f"Failed checks for eval_accuracy : {BLEU_FLOOR[model]}"], proc.stdout + proc.stderr
     assert_call_sites(log)
+    mine = t4bench_check(log)
+    assert mine.returncode == 1 and f"ruleset {RULESETS[model]}: FAILED: " in mine.stdout
+    assert "eval_accuracy" in mine.stdout
 
 
 @pytest.mark.slow
@@ -132,3 +149,11 @@ def test_ncf_log_has_every_common_key(run_t4bench, tmp_path: Path) -> None:  # t
         line.key: line.value["value"] for line in lines
     }.items()
     assert_call_sites(log)
+    mine = t4bench_check(log)
+    assert mine.returncode == 0 and "no mlperf-logging ruleset parses ncf" in mine.stdout
+    assert "t4bench's structural checks: PASSED" in mine.stdout
+    # the same log without its run_stop: the structural checks catch it
+    cut = tmp_path / "cut.log"
+    cut.write_text("".join(line for line in log.read_text().splitlines(True) if '"key": "run_stop"' not in line))
+    broken = t4bench_check(cut)
+    assert broken.returncode == 1 and "structural checks: FAILED: no run_stop" in broken.stdout

@@ -72,3 +72,24 @@ def test_entry_module_splits_one_parameter_like_a_shell() -> None:
     assert command[1:] == ["-m", "t4bench", "model=ncf", "seed=3", "model.target={hr_at_10: 0.6}"]
     sweep = command_for("sweep", "model=ncf seed=range(0,3)", None)
     assert sweep[1:] == ["-m", "t4bench", "--multirun", "model=ncf", "seed=range(0,3)"]
+
+
+def test_without_experiment_name_the_run_lands_in_the_benchmark_experiment(tmp_path: Path, tracking_uri: str) -> None:
+    """`mlflow run . -P overrides="model=ncf seed=3"`: MLflow makes its run in Default; the training
+    run is in t4bench-ncf, and the project run records the launch as typed (no shell quotes)."""
+    overrides = f"model=ncf seed=3 max_epochs=1 progress=off eval_every=0.5 hydra.run.dir={tmp_path / 'run'}"
+    proc = mlflow_run(tmp_path, tracking_uri, "-e", "main", "-P", f"overrides={overrides}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    runs = {client.get_experiment(r.info.experiment_id).name: r for r in every_run(tracking_uri)}
+    assert set(runs) == {"Default", "t4bench-ncf"}
+    trained, launcher = runs["t4bench-ncf"], runs["Default"]
+    assert trained.data.params["seed"] == "3" and "time_to_train_s" in trained.data.metrics
+    assert launcher.data.tags["t4bench.sweep_role"] == "launcher"
+    assert launcher.data.tags["t4bench.launched"] == f"-m t4bench {overrides}"
+    assert "'" not in launcher.data.tags["t4bench.launched"]
+    assert "t4bench-ncf" in launcher.data.tags["mlflow.note.content"]
+    # the UI line of the run: its experiment's runs table in the classic-ML view
+    assert f"#/experiments/{trained.info.experiment_id}/runs?workflowType=machine_learning" in proc.stdout

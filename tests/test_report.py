@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,8 @@ SEEDS = (0, 1, 2)
 # hold converged and not-converged runs (the report must count both)
 TARGET = 0.55
 VALIDATION_SETS = {"reference": [], "best-t1": ["model.optimizer.lr=0.002"]}
+# two evaluations an epoch: epochs to converge of 0.5 or 1, so the arms of the preset comparison vary
+COMMON = ["model=ncf", "max_epochs=1", "eval_every=0.5", f"model.target.hr_at_10={TARGET}", "progress=off"]
 
 
 def _env(uri: str) -> dict[str, str]:
@@ -40,19 +43,22 @@ def _run(args: list[str], cwd: Path, uri: str, check: bool = True) -> subprocess
 def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     root = tmp_path_factory.mktemp("report_store")
     uri = f"sqlite:///{root / 'mlflow.db'}"
-    common = ["model=ncf", "max_epochs=1", f"model.target.hr_at_10={TARGET}", "progress=off"]
-    _run(
-        [
-            "-m",
-            "t4bench",
-            "--multirun",
-            *common,
-            f"seed={','.join(map(str, SEEDS))}",
-            f"hydra.sweep.dir={root / 'sweep'}",
-        ],
-        root,
-        uri,
-    )
+    common = COMMON
+    # a 3-seed sweep of the reference settings and one of the tuned preset (the preset comparison)
+    for preset in ("reference", "tuned"):
+        _run(
+            [
+                "-m",
+                "t4bench",
+                "--multirun",
+                *common,
+                f"hparams={preset}",
+                f"seed={','.join(map(str, SEEDS))}",
+                f"hydra.sweep.dir={root / preset}",
+            ],
+            root,
+            uri,
+        )
     _run(["-m", "t4bench", *common, "seed=0", "hw.count=2", f"hydra.run.dir={root / 'run2'}"], root, uri)
     # a held-out validation's two sets, tagged as `t4bench.sweep.holdout` tags them
     for name, extra in VALIDATION_SETS.items():
@@ -73,7 +79,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return root, uri
 
 
-def _training_runs(uri: str) -> list:  # type: ignore[type-arg]
+def _training_runs(uri: str, preset: str | None = "reference") -> list:  # type: ignore[type-arg]
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
@@ -82,7 +88,9 @@ def _training_runs(uri: str) -> list:  # type: ignore[type-arg]
     return [
         r
         for r in client.search_runs([exp.experiment_id])
-        if "t4bench.sweep_role" not in r.data.tags and "-validate-" not in r.data.tags.get("t4bench.sweep_id", "")
+        if "t4bench.sweep_role" not in r.data.tags
+        and "-validate-" not in r.data.tags.get("t4bench.sweep_id", "")
+        and preset in (None, r.data.params["hparams.name"])
     ]
 
 
@@ -95,9 +103,18 @@ def test_report_tables_and_figures_from_real_runs(store: tuple[Path, str]) -> No
     one_gpu = [r for r in runs if r.data.tags["t4bench.hw_count"] == "1"]
     assert len(one_gpu) == len(SEEDS)
     converged = sum(r.data.tags["t4bench.outcome"] == "converged" for r in one_gpu)
-    # the time-to-train row for cpu×1 counts every run, converged or not
-    assert f"| ncf | mini | cpu | 1 | {len(SEEDS)} | {converged}/{len(SEEDS)} |" in md, md
-    assert "| ncf | mini | cpu | 2 | 1 |" in md, md
+    # the time-to-train row for cpu×1 of each preset counts every run, converged or not; rows are
+    # configurations (a hash of the settings), not names
+    config = r"\| ncf \| mini \| cpu \| 1 \| [0-9a-f]{8} \| "
+    assert re.search(config + rf"hparams=reference[^|]* \| {len(SEEDS)} \| {converged}/{len(SEEDS)} \|", md), md
+    assert re.search(rf"\| ncf \| mini \| cpu \| 1 \| [0-9a-f]{{8}} \| hparams=tuned[^|]* \| {len(SEEDS)} \|", md), md
+    assert re.search(r"\| ncf \| mini \| cpu \| 2 \| [0-9a-f]{8} \| hparams=reference[^|]* \| 1 \|", md), md
+    assert "## Speed-up against t4\n\nSpeed-up needs two hardware profiles; these runs have one (cpu)." in md
+    assert "## Presets compared" in md and "mean ratio [95 % CI]" in md
+    # a section with nothing to show is there, with the one line that says why
+    assert "## Throughput (synthetic data)\n\nNo `input=synthetic` run matches" in md
+    assert "## Optuna study\n\nNo `--optuna-storage` given" in md
+    assert str(root) not in md and str(root) not in (out / "report.html").read_text() and str(root) not in proc.stdout
     assert "## Scaling with GPU count" in md and "efficiency" in md
     # validation runs: their own section, not pooled into the time-to-train rows above
     assert "## Tuned vs reference (held-out seeds)" in md and "| demo | reference | 2 |" in md, md
@@ -130,8 +147,8 @@ def test_table_numbers_match_the_store(store: tuple[Path, str]) -> None:
     _, uri = store
     runs = select(MlflowClient(uri), RunFilter(models=["ncf"])).runs
     table = tables.time_to_train(runs.drop(index=figures.validation_sets(runs).index), {"cpu": 0.5})
-    row = table[table["hw_count"] == 1].iloc[0]
     # independent of the report code: straight from the runs' metrics and tags
+    row = table[(table["hw_count"] == 1) & (table["hparams"] == "reference")].iloc[0]
     times = sorted(
         r.data.metrics["time_to_train_s"] if r.data.tags["t4bench.outcome"] == "converged" else math.inf
         for r in _training_runs(uri)
@@ -203,8 +220,8 @@ def test_export_lays_out_result_files(store: tuple[Path, str]) -> None:
     out = root / "export"
     proc = _run(["-m", "t4bench.report", "export", "--out", str(out), "--model", "ncf"], root, uri)
     one_gpu = sorted((out / "unchecked" / "results" / "cpux1_mini" / "ncf").glob("result_*.txt"))
-    # every 1-GPU run the filter matched: the seeds and both validation sets
-    expected = len(SEEDS) + 2 * len(VALIDATION_SETS)
+    # every 1-GPU run the filter matched: the seeds of both presets and both validation sets
+    expected = 2 * len(SEEDS) + 2 * len(VALIDATION_SETS)
     assert sorted(p.name for p in one_gpu) == sorted(f"result_{i}.txt" for i in range(expected))
     assert (out / "unchecked" / "results" / "cpux2_mini" / "ncf" / "result_0.txt").exists()
     for log in one_gpu:
@@ -214,3 +231,124 @@ def test_export_lays_out_result_files(store: tuple[Path, str]) -> None:
     desc = json.loads((out / "unchecked" / "systems" / "cpux1_mini.json").read_text())
     assert desc["division"] == "open" and desc["system_name"] == "cpux1_mini" and desc["number_of_nodes"] == 1
     assert proc.stdout.count("<- run ") == expected + 1
+
+
+def _selected(uri: str):  # type: ignore[no-untyped-def]
+    from mlflow.tracking import MlflowClient
+
+    from t4bench.report import figures
+    from t4bench.report.query import RunFilter, select
+
+    runs = select(MlflowClient(uri), RunFilter(models=["ncf"])).runs
+    return runs.drop(index=figures.validation_sets(runs).index)
+
+
+def _marks(fig, gid: str) -> list[float]:  # type: ignore[no-untyped-def]
+    """y values of every scatter mark with this gid, read back from the Figure."""
+    ax = fig.axes[0]
+    return [float(y) for c in ax.collections if c.get_gid() == gid for _, y in c.get_offsets()]
+
+
+def test_figures_plot_every_run_and_name_each_mark(store: tuple[Path, str]) -> None:
+    from matplotlib.collections import PolyCollection
+
+    from t4bench.report import figures
+
+    _, uri = store
+    runs = _selected(uri)
+    reasons: list[str] = []
+    drawn = dict(
+        figures.time_to_train(runs, reasons) + figures.epochs(runs, reasons) + figures.time_to_train_cdfs(runs, reasons)
+    )
+    assert set(drawn) == {"ttt_ncf_mini.png", "epochs_ncf_mini.png", "cdf_ncf_mini.png"}, reasons
+    for name, fig in drawn.items():
+        ax = fig.axes[0]
+        assert ax.get_xlabel() and ax.get_ylabel(), name
+        assert "k/n" not in ax.get_title() and ax.get_title(), name
+        assert ax.get_legend() is not None and [t.get_text() for t in ax.get_legend().get_texts()], name
+        assert any(len(c.get_offsets()) for c in ax.collections) or any(len(line.get_xdata()) for line in ax.lines)
+    # independent of the report: every run of the store, straight from its metrics and tags
+    store_runs = _training_runs(uri, preset=None)
+    done = [r for r in store_runs if r.data.tags["t4bench.outcome"] == "converged"]
+    missed = len(store_runs) - len(done)
+    ttt = drawn["ttt_ncf_mini.png"]
+    assert sorted(_marks(ttt, "run")) == pytest.approx(sorted(r.data.metrics["time_to_train_s"] for r in done))
+    assert len(_marks(ttt, "missed")) == missed
+    legend = [t.get_text() for t in ttt.axes[0].get_legend().get_texts()]
+    assert figures.DOT in legend and (figures.MISSED in legend) == bool(missed)
+    assert (figures.OLYMPIC in legend) == bool(_marks(ttt, "olympic"))
+    # the olympic mean of the reference 1-GPU seeds (3 runs: the middle one, a miss counting as slowest)
+    ref = sorted(
+        r.data.metrics["time_to_train_s"] if r in done else math.inf
+        for r in _training_runs(uri)
+        if r.data.tags["t4bench.hw_count"] == "1"
+    )
+    if math.isfinite(ref[1]):
+        assert any(v == pytest.approx(ref[1]) for v in _marks(ttt, "olympic"))
+    # epochs to converge: a dot per converged run, at whole evaluations (0.5 epochs), never a band
+    ep = drawn["epochs_ncf_mini.png"]
+    assert sorted(_marks(ep, "run")) == pytest.approx(sorted(r.data.metrics["epochs_to_converge"] for r in done))
+    assert all((2 * v).is_integer() for v in _marks(ep, "run"))
+    assert not any(isinstance(c, PolyCollection) for c in ep.axes[0].collections)
+    # each CDF ends at its configuration's converged fraction, named in the legend
+    cdf = drawn["cdf_ncf_mini.png"].axes[0]
+    for line, text in zip(cdf.lines, cdf.get_legend().get_texts(), strict=True):
+        k, n = map(int, re.search(r"(\d+) of (\d+) converged", text.get_text()).groups())  # type: ignore[union-attr]
+        assert line.get_ydata()[-1] == pytest.approx(k / n)
+
+
+def test_presets_compared_with_bootstrap_cis(store: tuple[Path, str]) -> None:
+    """3 seeds of hparams=tuned against 3 of the reference: ratios of mean and std, with CIs."""
+    from t4bench.report import presets
+
+    _, uri = store
+    table, why = presets.compare(_selected(uri))
+    assert len(table) == 1, why
+    row = table.iloc[0]
+    assert row["preset"] == "tuned" and row["hw_count"] == 1
+
+    def censored(preset: str) -> list[float]:
+        return [
+            r.data.metrics["epochs_to_converge"]
+            if r.data.tags["t4bench.outcome"] == "converged"
+            else r.data.metrics["epochs_run"]
+            for r in _training_runs(uri, preset)
+            if r.data.tags["t4bench.hw_count"] == "1"
+        ]
+
+    tuned, ref = censored("tuned"), censored("reference")
+    assert row["mean_ratio_value"] == pytest.approx((sum(tuned) / len(tuned)) / (sum(ref) / len(ref)))
+    low, high = row["mean_ratio_ci_low"], row["mean_ratio_ci_high"]
+    assert low <= row["mean_ratio_value"] <= high
+    converged = sum(r.data.tags["t4bench.outcome"] == "converged" for r in _training_runs(uri, "tuned"))
+    assert row["converged"] == f"{converged}/{len(SEEDS)}"
+
+
+def test_runs_are_grouped_by_configuration_not_by_name(store: tuple[Path, str]) -> None:
+    """The seeds of one setting share a config id (whatever their GPU count, seed or run name);
+    another preset, or a trial's own learning rate, is another configuration."""
+    from t4bench.report.configs import config_id
+
+    _, uri = store
+    ids = {
+        (r.data.params["hparams.name"], r.data.tags["t4bench.hw_count"], r.data.tags["t4bench.seed"]): config_id(
+            r.data.params
+        )
+        for r in _training_runs(uri, preset=None)
+    }
+    reference = {v for (preset, _, _), v in ids.items() if preset == "reference"}
+    tuned = {v for (preset, _, _), v in ids.items() if preset == "tuned"}
+    assert len(reference) == 1 and len(tuned) == 1 and reference != tuned
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("t4bench-ncf")
+    assert exp is not None
+    by_set = {}
+    for run in client.search_runs([exp.experiment_id], "tags.`t4bench.sweep_id` LIKE 'demo-validate-%'"):
+        if "t4bench.sweep_role" in run.data.tags:  # the sweep's parent run: not a training run
+            continue
+        by_set.setdefault(run.data.tags["t4bench.sweep_id"], set()).add(config_id(run.data.params))
+    # each validation set is one configuration; the best trial's lr makes it another one
+    assert all(len(v) == 1 for v in by_set.values()) and len(set.union(*by_set.values())) == 2
+    assert by_set["demo-validate-reference"] == reference

@@ -210,10 +210,16 @@ def two_worker_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, st
     ]
     proc = subprocess.run(cmd, cwd=base, env=_env(uri), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
+    (base / "stdout.txt").write_text(proc.stdout)
     return base / "sweep", uri
 
 
 def test_two_workers_share_one_journal_exactly_n_trials(two_worker_sweep: tuple[Path, str]) -> None:
+    # the sweep talks: trial i/n with an ETA, then what to run next (exact commands)
+    out = (two_worker_sweep[0].parent / "stdout.txt").read_text()
+    assert "[t4bench] sweep trial " in out and "/3 done (" in out
+    assert f"t4bench validate --sweep-dir {two_worker_sweep[0]} --seeds 1000-1019" in out
+    assert "[t4bench] report: t4bench report --tracking-uri " in out and "--optuna-storage " in out
     trials = _study(two_worker_sweep[0]).trials
     assert len(trials) == 3 and all(t.state == TrialState.COMPLETE for t in trials)
     assert len({t.user_attrs["t4bench_pid"] for t in trials}) == 2  # both workers ran trials

@@ -61,3 +61,25 @@ def missing_tags(name: str, tags: Mapping[str, str]) -> dict[str, str]:
     if not tags.get(DESCRIPTION_TAG):
         missing[DESCRIPTION_TAG] = description(name)
     return missing
+
+
+#: where `mlflow ui` / `mlflow server` listen by default
+DEFAULT_UI = "http://127.0.0.1:5000"
+#: the query MLflow 3.17's UI reads (URLSearchParams `workflowType`) to open the classic-ML
+#: (model training) side instead of its default GenAI side
+CLASSIC_ML_QUERY = "workflowType=machine_learning"
+
+
+def ui_url(tracking_uri: str, experiment_id: str) -> str:
+    """The experiment's runs table in the classic-ML view: on the tracking server itself, or
+    for a file store on `mlflow ui`'s default address."""
+    base = tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else DEFAULT_UI
+    return f"{base}/#/experiments/{experiment_id}/runs?{CLASSIC_ML_QUERY}"
+
+
+def ui_line(tracking_uri: str, experiment_id: str) -> str:
+    """One console line: the URL, and for a file store the command that serves it."""
+    url = ui_url(tracking_uri, experiment_id)
+    if tracking_uri.startswith(("http://", "https://")):
+        return f"t4bench: MLflow UI: {url}"
+    return f"t4bench: MLflow UI: {url} (after `mlflow ui --backend-store-uri {tracking_uri}`)"

@@ -3,6 +3,7 @@ power limit), read through NVML (`pynvml`, from nvidia-ml-py); split from `t4ben
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
@@ -66,3 +67,24 @@ def inventory(nvml: ModuleType, handles: Sequence[Any]) -> dict[str, str]:
     except ImportError:
         pass
     return tags
+
+
+def nvml_memory_gib() -> tuple[list[float] | None, str]:
+    """Total memory (GiB) of each GPU NVML sees, or (None, reason) where NVML is not usable.
+    Every GPU, not only CUDA_VISIBLE_DEVICES': packing checks against the smallest."""
+    try:
+        import pynvml
+    except ImportError as err:
+        return None, f"pynvml not importable ({err}); pip install nvidia-ml-py"
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as err:
+        return None, str(err)
+    try:
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        return [float(pynvml.nvmlDeviceGetMemoryInfo(h).total) / 2**30 for h in handles], ""
+    except pynvml.NVMLError as err:
+        return None, str(err)
+    finally:
+        with contextlib.suppress(pynvml.NVMLError):
+            pynvml.nvmlShutdown()

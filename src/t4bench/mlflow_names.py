@@ -20,6 +20,8 @@ OUTCOME = "t4bench.outcome"
 #: why the run ended as it did, when the loop says (e.g. the loss that diverged)
 OUTCOME_NOTE = "t4bench.outcome_note"
 SWEEP_ID = "t4bench.sweep_id"
+#: how many runs shared the run's GPU (packed runs); above 1 its seconds are not a time to train
+GPU_SHARE = "t4bench.gpu_share"
 #: prefix of the software version tags: t4bench.version.<package>
 VERSION_PREFIX = "t4bench.version."
 
@@ -41,6 +43,13 @@ HW_PROFILE_PREFIX = "t4bench.hw_profile."
 TELEMETRY = "t4bench.telemetry"
 #: prefix of the GPU inventory tags: t4bench.gpu.<names|driver|pcie|...>
 GPU_PREFIX = "t4bench.gpu."
+#: runs of the sweep at once on one GPU (hw.runs_per_gpu in a --multirun; 1: alone). Shared runs'
+#: epochs count, their seconds do not: keep >1 out of speed and time-to-train comparisons
+GPU_SHARE = "t4bench.gpu_share"
+#: "on" when the sweep ran its runs under CUDA MPS (hw.mps=true), else "off"
+MPS = "t4bench.mps"
+#: emulate.world_size=N: one device trained with the global batch of N ranks (hw.count stays 1)
+EMULATED_WORLD_SIZE = "t4bench.emulated_world_size"
 
 # --- tags: what happened to the run ----------------------------------------------------------
 #: the speed options in effect: t4bench.perf.<option>; `dropped` names the options that could not apply

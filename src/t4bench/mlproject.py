@@ -28,6 +28,10 @@ ENTRY_POINTS = ("main", "sweep", "validate", "report")
 #: tagged on a project run that launched a sweep or a validation: reports and sweep summaries
 #: skip runs that carry t4bench.sweep_role
 LAUNCHER_ROLE = "launcher"
+#: the experiment `mlflow run` uses when no --experiment-name is given
+DEFAULT_EXPERIMENT = "Default"
+#: conf/config.yaml's default model (what `python -m t4bench` trains without model=)
+DEFAULT_MODEL = "ncf"
 
 
 class EntryError(Exception):
@@ -54,15 +58,37 @@ def _experiment_name(run_id: str) -> str:
 
 def main_command(overrides: Sequence[str], run_id: str | None) -> list[str]:
     """`python -m t4bench` adopting `run_id`; the run's experiment becomes tracking.experiment, so
-    the logged config says where the run really is."""
+    the logged config says where the run really is.
+
+    `mlflow run` without --experiment-name makes its run in `Default`: the training then goes to
+    the benchmark's own experiment (t4bench-<model>, as `python -m t4bench` does) in a run of its
+    own, and the project's run records the launch and says where the training run is."""
     args = list(overrides)
     if any(a in ("-m", "--multirun") for a in args):
         raise EntryError("the main entry point trains one run; use -e sweep for --multirun")
+    command = [sys.executable, "-m", "t4bench", *args]
     if run_id:
-        args.append(f"++tracking.run_id={run_id}")
+        experiment = _experiment_name(run_id)
+        if experiment == DEFAULT_EXPERIMENT and not _given(args, "tracking.experiment"):
+            _tag_launcher(run_id, command)
+            _describe(run_id, f"Launched `{' '.join(args)}`; the training run is in experiment `{_benchmark(args)}`.")
+            return command
+        command.append(f"++tracking.run_id={run_id}")
         if not _given(args, "tracking.experiment"):
-            args.append(f"++tracking.experiment={_experiment_name(run_id)}")
-    return [sys.executable, "-m", "t4bench", *args]
+            command.append(f"++tracking.experiment={experiment}")
+    return command
+
+
+def _benchmark(args: Sequence[str]) -> str:
+    """t4bench-<model> of the overrides (the last `model=` wins, as in Hydra), else of conf's default."""
+    models = [a.split("=", 1)[1] for a in args if a.split("=", 1)[0] == "model"]
+    return f"t4bench-{models[-1] if models else DEFAULT_MODEL}"
+
+
+def _describe(run_id: str, text: str) -> None:
+    from mlflow.tracking import MlflowClient
+
+    MlflowClient().set_tag(run_id, "mlflow.note.content", text)
 
 
 def _tag_launcher(run_id: str, command: Sequence[str]) -> None:
@@ -70,7 +96,8 @@ def _tag_launcher(run_id: str, command: Sequence[str]) -> None:
 
     client = MlflowClient()
     client.set_tag(run_id, names.SWEEP_ROLE, LAUNCHER_ROLE)
-    client.set_tag(run_id, names.LAUNCHED, shlex.join(command[1:])[:5000])
+    # as typed (a space between words), not shell-quoted: the UI shows it as a plain string
+    client.set_tag(run_id, names.LAUNCHED, " ".join(command[1:])[:5000])
 
 
 def command_for(entry: str, text: str, run_id: str | None) -> list[str]:

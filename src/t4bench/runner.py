@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from t4bench import frameworks
+from t4bench import emulation, frameworks, packing
 from t4bench import mlflow_names as names
 from t4bench.benchmark import benchmark_class
 from t4bench.errors import RunTerminated, T4BenchError
@@ -33,6 +33,8 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     `hw.count` ranks (one MLflow run, made here and handed to them)."""
     config.validate(cfg)  # types, ranges and what this host holds, before anything else
     env = hardware.check(cfg)  # no torch yet: hw=auto resolved, the launcher's ranks read
+    emulation.apply(cfg, env.world_size)  # emulate.world_size=N: N ranks' global batch on this one
+    packing.apply(cfg, _multirun())  # t4bench.gpu_share / t4bench.mps: how many runs share the GPU
     if env.is_main:
         storage.tracking(str(cfg.tracking.uri))  # a dead server or damaged store: one line in seconds
     bench_cls = benchmark_class(cfg)
@@ -48,6 +50,14 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     # checkpoint's run, RUNNING again
     run_id = cfg.tracking.get("run_id") or (frameworks.resumed_run(framework, cfg) if env.is_main else None)
     return run_rank(cfg, env, output_dir, run_id=run_id)
+
+
+def _multirun() -> bool:
+    """Whether this run is one job of a --multirun sweep (whose runs may share the GPU)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def _spawn_ranks(

@@ -6,12 +6,13 @@ the run page's System metrics tab charts. `t4bench.telemetry` adds what it lacks
 MLflow's public monitor class is used as `mlflow.start_run(log_system_metrics=True)` uses it,
 without the fluent API's process-wide active run. Its own switches still hold:
 MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING=false turns it off, MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL
-sets the interval. It never fails a run: a monitor that cannot start is a tag saying why.
+sets the interval. It never fails a run: a monitor that cannot start is a tag and one console line saying why.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 from omegaconf import DictConfig
@@ -90,5 +91,8 @@ def start(tracking_uri: str, run_id: str, interval_s: float | None) -> Monitor:
         )
         monitor.start()
     except Exception as err:  # psutil missing, a store that refuses: the run goes on without it
-        return Off(f"{type(err).__name__}: {err}")
+        reason = f"{type(err).__name__}: {err}".splitlines()[0]
+        # a tag alone goes unseen until someone misses the charts: say it once on the console
+        print(f"t4bench: system metrics off: {reason} (the run goes on without them)", file=sys.stderr)
+        return Off(reason)
     return On(monitor)

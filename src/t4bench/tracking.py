@@ -195,6 +195,9 @@ class RunTracker:
             self._system_metrics = None
         if self.client is not None and self.run_id:
             self.client.set_terminated(self.run_id, status=status)
+            if self.tracking_uri:  # where to look at it: the experiment's runs, classic-ML view
+                experiment_id = self.client.get_run(self.run_id).info.experiment_id
+                print(experiments.ui_line(self.tracking_uri, experiment_id), flush=True)
 
     def _monitor_system(self) -> None:
         """MLflow's system-metrics monitor on this run, from the first metrics this process logs.

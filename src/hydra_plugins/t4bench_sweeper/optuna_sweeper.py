@@ -13,6 +13,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
+from t4bench import packing
 from t4bench.errors import T4BenchError
 
 
@@ -40,6 +41,10 @@ class T4OptunaSweeper(Sweeper):
         # stay DictConfigs for hydra.utils.instantiate
         resolved = {k: cfg[k] for k in cfg if k not in ("_target_",)}
         try:
+            # hw.runs_per_gpu=N: n_jobs defaults to N x GPUs, spread round-robin over the GPUs
+            # (the memory check ran before, in the packing callback)
+            resolved["n_jobs"] = packing.sweep_jobs(self.config, resolved.get("n_jobs"))
+            resolved["gpus"] = packing.gpu_count() if packing.runs_per_gpu(self.config) > 1 else 1
             runner = OptunaStudyRunner(resolved, self.config, self.launcher, arguments)
             seeds = resolved.get("validate_seeds")
             if seeds:  # python -m t4bench.sweep.holdout: held-out seeds, no study trials

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from t4bench.report.query import RunFilter
 
 PROG = "python -m t4bench.report"
+#: the command name in usage and error lines (`t4bench report` when the console script runs it)
+_prog = PROG
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,7 +59,7 @@ def _filter_args(parser: argparse.ArgumentParser) -> None:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog=_prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     _filter_args(parser)
     parser.add_argument("--out", type=Path, default=Path("report"), help="output folder (default: report/)")
     parser.add_argument("--baseline", default="t4", help="hw the speed-up table compares against (default: t4)")
@@ -77,7 +79,7 @@ def make_parser() -> argparse.ArgumentParser:
 
 def export_parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog=f"{PROG} export",
+        prog=f"{_prog} export",
         description="Lay runs' MLPerf logs out as "
         "results/<system>/<benchmark>/result_N.txt (the layout mlperf_logging's package checker "
         "and result summarizer read).",
@@ -98,6 +100,11 @@ def parse_prices(items: Sequence[str]) -> dict[str, float]:
         if not sep or not hw or prices[hw] < 0:
             raise ReportError(f"--price {item!r}: expected HW=USD_PER_GPU_HOUR, e.g. t4=0.35")
     return prices
+
+
+def _shown(path: Path) -> str:
+    """A path relative to the working directory (no absolute path in the output)."""
+    return os.path.relpath(path)
 
 
 def _client(uri: str) -> MlflowClient:
@@ -125,7 +132,7 @@ def _run_filter(args: argparse.Namespace) -> RunFilter:
 def report(argv: Sequence[str]) -> int:
     args = make_parser().parse_args(argv)
     from t4bench.report import document, query
-    from t4bench.report.build import Options, build
+    from t4bench.report.build import Options, build, shown_uri
     from t4bench.report.publish import log_report
 
     uri = args.tracking_uri or default_tracking_uri()
@@ -140,13 +147,13 @@ def report(argv: Sequence[str]) -> int:
     md, page = document.write(doc, args.out)
     for note in notes:
         print(f"t4bench report: note: {note}", file=sys.stderr)
-    print(f"{md}\n{page}\n{len(list(args.out.glob('*.png')))} figures, {len(selection.runs)} runs")
+    print(f"{_shown(md)}\n{_shown(page)}\n{len(list(args.out.glob('*.png')))} figures, {len(selection.runs)} runs")
     if not args.no_log:
         run_id = log_report(
             client,
             args.out,
             {names.REPORT_FILTER: flt.describe()[:5000]},
-            {"argv": " ".join(argv), "tracking_uri": uri},
+            {"argv": " ".join(argv), "tracking_uri": shown_uri(uri)},
             run_id=args.run_id,
         )
         print(f"logged as MLflow run {run_id}")
@@ -167,7 +174,9 @@ def export(argv: Sequence[str]) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    global _prog
+    _prog = prog
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv[:1] == ["export"]:

@@ -1,12 +1,17 @@
-"""The study's figures as PNG files (matplotlib `Figure` objects: no pyplot state, no display).
+"""The study's figures (matplotlib `Figure` objects: no pyplot state, no display), one mark per
+statistic and each named in the legend:
 
-Every figure shows runs that did not converge instead of hiding them: the CDFs top out below 1,
-the seed plots mark them at the top edge, the bars carry a converged k/n label.
+- a dot is one run (a seed), jittered sideways only; a diamond is the olympic mean (MLPerf's
+  score); a box spans the quartiles of the converged runs; a red cross at the top edge is a run
+  that did not converge (it has no time or epoch count to plot);
+- whole or quarter epochs stay dots (never a continuous band or bar).
+
+Builders return (file name, Figure) pairs and say why a figure is left out instead of drawing
+an empty one; `save` writes them. Tests read the data back from the Figure objects.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,22 +21,31 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from t4bench.report import tables
+from t4bench.sweep.stats import olympic_mean
 
 _DPI = 110
+#: configurations drawn at most per figure (a sweep has dozens: the ones with most runs are drawn)
+MAX_CONFIGS = 12
+Drawn = tuple[str, Figure]
+
+DOT = "run (one seed)"
+OLYMPIC = "olympic mean (MLPerf score)"
+BOX = "box: median, quartiles, min–max of converged runs"
+MISSED = "not converged (drawn at the top)"
+_SETS = "held-out"
 
 
 def _slug(*parts: object) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", "_".join(str(p) for p in parts))
 
 
-def _label(hw: str, count: int) -> str:
-    return f"{hw}×{count}"
-
-
-def _save(fig: Figure, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=_DPI)
-    return path
+def save(drawn: list[Drawn], out: Path) -> list[Path]:
+    paths = []
+    for name, fig in drawn:
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=_DPI)
+        paths.append(out / name)
+    return paths
 
 
 def _per_model(runs: pd.DataFrame) -> Iterator[tuple[str, str, pd.DataFrame]]:
@@ -39,122 +53,121 @@ def _per_model(runs: pd.DataFrame) -> Iterator[tuple[str, str, pd.DataFrame]]:
         yield str(model), str(scale), group
 
 
-def time_to_train_bars(table: pd.DataFrame, out: Path) -> list[Path]:
-    """Olympic-mean time-to-train per hw×count, one figure per model and scale; the error bar is
-    the std over converged runs."""
-    paths = []
-    for (model, scale), group in table.groupby(["model", "scale"], sort=True):
-        fig = Figure(figsize=(max(4.0, 1.0 + 0.8 * len(group)), 3.6))
-        ax = fig.add_subplot()
-        labels = [_label(h, c) for h, c in zip(group["hw"], group["hw_count"], strict=True)]
-        heights = group["ttt_olympic_s"].to_numpy(dtype=float)
-        shown = np.where(np.isfinite(heights), heights, 0.0)
-        bars = ax.bar(labels, shown, yerr=group["ttt_std_s"].fillna(0.0).to_numpy(), capsize=4, color="#4c72b0")
-        errors = group["ttt_std_s"].fillna(0.0)
-        for bar, k, n, h, err in zip(bars, group["converged"], group["runs"], heights, errors, strict=True):
-            text = f"{k}/{n}" if math.isfinite(h) else f"{k}/{n}\nno olympic mean"
-            ax.annotate(
-                text,
-                (bar.get_x() + bar.get_width() / 2, bar.get_height() + err),
-                xytext=(0, 3),
-                textcoords="offset points",
-                ha="center",
-                va="bottom",
-                fontsize=8,
+def _configs(group: pd.DataFrame) -> tuple[list[tuple[str, pd.DataFrame]], str]:
+    """(tick label, runs) per configuration, at most MAX_CONFIGS (most runs first), and the x
+    axis label that says how many were drawn."""
+    keyed = list(group.groupby(["hw", "hw_count", "config"], sort=True))
+    keyed.sort(key=lambda kv: -len(kv[1]))
+    shown = sorted(keyed[:MAX_CONFIGS], key=lambda kv: kv[0])
+    out = []
+    for (hw, count, cid), g in shown:
+        if hw == _SETS:  # a held-out validation set: its name is the configuration
+            out.append((f"{cid}\n({len(g)} runs)", g))
+        else:
+            out.append((f"{hw}×{count} {g['hparams'].iloc[0] or '?'}\n#{cid} ({len(g)} runs)", g))
+    xlabel = "configuration (hw×GPUs, hparams, config id)"
+    if len(keyed) > len(shown):
+        xlabel += f": {len(shown)} of {len(keyed)}, those with the most runs"
+    return out, xlabel
+
+
+def _jitter(rng: np.random.Generator, n: int) -> np.ndarray:
+    return rng.uniform(-0.12, 0.12, n)
+
+
+def _per_run_figure(group: pd.DataFrame, column: str, ylabel: str, title: str, box: bool = True) -> Figure:
+    """Dots per converged run of `column`, box over them (3+), olympic mean (not converged =
+    slowest), red crosses at the top for runs that did not converge. Each kind of mark carries a
+    gid (run / olympic / missed) so tests can read them back."""
+    configs, xlabel = _configs(group)
+    fig = Figure(figsize=(max(4.8, 1.0 + 1.3 * len(configs)), 4.0))
+    ax = fig.add_subplot()
+    rng = np.random.default_rng(0)  # fixed jitter: the same report twice gives the same figure
+    values = [g.loc[g["converged"], column].to_numpy(dtype=float) for _, g in configs]
+    top = max((v.max() for v in values if len(v)), default=1.0) * 1.08
+    labels = {"dot": DOT, "box": BOX, "olympic": OLYMPIC, "missed": MISSED}
+    for i, ((_, g), v) in enumerate(zip(configs, values, strict=True), start=1):
+        if box and len(v) >= 3:
+            drawn = ax.boxplot([v], positions=[i], widths=0.5, whis=(0, 100), showfliers=False, manage_ticks=False)
+            drawn["boxes"][0].set_label(labels.pop("box", "_"))
+        ax.scatter(
+            i + _jitter(rng, len(v)), v, s=16, color="#4c72b0", zorder=3, label=labels.pop("dot", "_"), gid="run"
+        )
+        score = olympic_mean([x if ok else np.nan for x, ok in zip(g[column], g["converged"], strict=True)])
+        if np.isfinite(score):
+            ax.scatter(
+                [i], [score], marker="D", s=46, color="black", zorder=4, label=labels.pop("olympic", "_"), gid="olympic"
             )
-        ax.set_ylabel("time to train (s), olympic mean")
-        ax.set_title(f"{model} ({scale}): time to train, converged k/n")
-        paths.append(_save(fig, out / f"ttt_{_slug(model, scale)}.png"))
-    return paths
+        missed = int((~g["converged"]).sum())
+        if missed:
+            ax.scatter(
+                i + _jitter(rng, missed), [top] * missed, marker="x", color="#c44e52", zorder=3,
+                label=labels.pop("missed", "_"), gid="missed",
+            )  # fmt: skip
+    ax.set_xticks(range(1, len(configs) + 1), [name for name, _ in configs], fontsize=7)
+    ax.set_xlim(0.4, len(configs) + 0.6)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    return fig
 
 
-def epochs_per_count(table: pd.DataFrame, out: Path) -> list[Path]:
-    """Epochs to converge (mean ± std) against the GPU count, one line per hw."""
-    paths = []
-    for (model, scale), group in table.groupby(["model", "scale"], sort=True):
-        fig = Figure(figsize=(4.8, 3.4))
-        ax = fig.add_subplot()
-        for hw, line in group.groupby("hw", sort=True):
-            ax.errorbar(
-                line["hw_count"],
-                line["epochs_mean"],
-                yerr=line["epochs_std"].fillna(0.0),
-                marker="o",
-                capsize=4,
-                label=str(hw),
-            )
-        ax.set_xlabel("GPUs (hw.count)")
-        ax.set_ylabel("epochs to converge")
-        ax.set_xticks(sorted(group["hw_count"].unique()))
-        ax.set_title(f"{model} ({scale}): epochs per GPU count")
-        ax.legend(fontsize=8)
-        paths.append(_save(fig, out / f"epochs_{_slug(model, scale)}.png"))
-    return paths
-
-
-def _configs(group: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    return [(_label(str(h), int(c)), g) for (h, c), g in group.groupby(["hw", "hw_count"], sort=True)]
-
-
-def seed_distributions(runs: pd.DataFrame, out: Path) -> list[Path]:
-    """Box + strip of time-to-train over seeds per hw×count; runs that did not converge are red
-    crosses on the top edge."""
-    paths = []
+def time_to_train(runs: pd.DataFrame, reasons: list[str]) -> list[Drawn]:
+    """Time to train of every run per configuration, one figure per model and scale."""
+    drawn = []
     for model, scale, group in _per_model(runs):
-        configs = _configs(group)
-        fig = Figure(figsize=(max(4.0, 1.0 + 1.0 * len(configs)), 3.6))
-        ax = fig.add_subplot()
-        times = [g.loc[g["converged"], "time_to_train_s"].to_numpy(dtype=float) for _, g in configs]
-        ax.boxplot(times, tick_labels=[name for name, _ in configs], showfliers=False)
-        top = max((t.max() for t in times if len(t)), default=1.0) * 1.08
-        rng = np.random.default_rng(0)  # fixed jitter: the same report twice gives the same figure
-        label: str | None = "not converged"
-        for i, ((_, g), t) in enumerate(zip(configs, times, strict=True), start=1):
-            ax.scatter(i + rng.uniform(-0.12, 0.12, len(t)), t, s=14, color="#4c72b0", zorder=3)
-            missed = int((~g["converged"]).sum())
-            if missed:
-                ax.scatter(
-                    i + rng.uniform(-0.12, 0.12, missed),
-                    [top] * missed,
-                    marker="x",
-                    color="#c44e52",
-                    zorder=3,
-                    label=label,
-                )
-                label = None  # one legend entry
-        if label is None:
-            ax.legend(fontsize=8)
-        ax.set_ylabel("time to train (s)")
-        ax.set_title(f"{model} ({scale}): seeds")
-        paths.append(_save(fig, out / f"seeds_{_slug(model, scale)}.png"))
-    return paths
+        if not group["converged"].any():
+            reasons.append(f"No time-to-train figure for {model} ({scale}): none of its {len(group)} runs converged.")
+            continue
+        fig = _per_run_figure(group, "time_to_train_s", "time to train (s)", f"{model} ({scale}): time to train")
+        drawn.append((f"ttt_{_slug(model, scale)}.png", fig))
+    return drawn
 
 
-def time_to_train_cdfs(runs: pd.DataFrame, out: Path) -> list[Path]:
-    """Empirical CDF of time-to-train per hw×count over all its runs: a curve that ends below 1
-    is the fraction that never converged."""
-    paths = []
+def epochs(runs: pd.DataFrame, reasons: list[str]) -> list[Drawn]:
+    """Epochs to converge of every run per configuration (evaluations fall on whole or
+    fractional epochs: dots, never a band)."""
+    drawn = []
     for model, scale, group in _per_model(runs):
-        fig = Figure(figsize=(4.8, 3.4))
+        if not group["converged"].any():
+            reasons.append(f"No epochs figure for {model} ({scale}): none of its {len(group)} runs converged.")
+            continue
+        fig = _per_run_figure(
+            group, "epochs_to_converge", "epochs to converge", f"{model} ({scale}): epochs to converge"
+        )
+        drawn.append((f"epochs_{_slug(model, scale)}.png", fig))
+    return drawn
+
+
+def time_to_train_cdfs(runs: pd.DataFrame, reasons: list[str]) -> list[Drawn]:
+    """Empirical CDF of time-to-train per configuration over all its runs: a curve that ends
+    below 1 is the fraction that never converged."""
+    drawn = []
+    for model, scale, group in _per_model(runs):
+        configs, _ = _configs(group)
+        curves = [(name, g) for name, g in configs if g["converged"].any()]
+        if not curves:
+            reasons.append(f"No CDF for {model} ({scale}): none of its runs converged.")
+            continue
+        fig = Figure(figsize=(5.6, 3.8))
         ax = fig.add_subplot()
-        for name, g in _configs(group):
+        for name, g in curves[:8]:
             times = np.sort(g.loc[g["converged"], "time_to_train_s"].to_numpy(dtype=float))
-            if not len(times):
-                continue
             fraction = np.arange(1, len(times) + 1) / len(g)
             ax.step(
                 np.concatenate([[0.0], times]),
                 np.concatenate([[0.0], fraction]),
                 where="post",
-                label=f"{name} ({len(times)}/{len(g)})",
+                label=f"{name.replace(chr(10), ' ')}: {len(times)} of {len(g)} converged",
             )
         ax.set_xlabel("time to train (s)")
-        ax.set_ylabel("fraction of runs converged")
+        ax.set_ylabel("fraction of runs converged (empirical CDF)")
         ax.set_ylim(0, 1.02)
         ax.set_title(f"{model} ({scale}): time-to-train CDF")
-        ax.legend(fontsize=8)
-        paths.append(_save(fig, out / f"cdf_{_slug(model, scale)}.png"))
-    return paths
+        ax.legend(fontsize=6)
+        drawn.append((f"cdf_{_slug(model, scale)}.png", fig))
+    return drawn
 
 
 VALIDATION_RE = re.compile(r"^(?P<study>.+)-validate-(?P<set>.+)$")
@@ -168,20 +181,17 @@ def validation_sets(runs: pd.DataFrame) -> pd.DataFrame:
     return tables.training_runs(picked)
 
 
-def tuned_vs_reference(runs: pd.DataFrame, out: Path) -> list[Path]:
-    """Epochs to converge of each validation set on the held-out seeds (box + points), per study."""
-    paths = []
+def tuned_vs_reference(runs: pd.DataFrame, reasons: list[str]) -> list[Drawn]:
+    """Epochs to converge of each validation set on the held-out seeds, per study."""
+    drawn = []
     for study, group in validation_sets(runs).groupby("study", sort=True):
-        sets = sorted(group["set"].unique(), key=lambda s: (s != "reference", s))
-        fig = Figure(figsize=(max(4.0, 1.4 * len(sets)), 3.6))
-        ax = fig.add_subplot()
-        data = [group.loc[group["set"] == s, "epochs_to_converge"].dropna().to_numpy(dtype=float) for s in sets]
-        labels = [f"{s}\n{len(d)}/{int((group['set'] == s).sum())} conv." for s, d in zip(sets, data, strict=True)]
-        ax.boxplot(data, tick_labels=labels, showfliers=False)
-        rng = np.random.default_rng(0)
-        for i, d in enumerate(data, start=1):
-            ax.scatter(i + rng.uniform(-0.1, 0.1, len(d)), d, s=14, color="#4c72b0", zorder=3)
-        ax.set_ylabel("epochs to converge (held-out seeds)")
-        ax.set_title(f"{study}: tuned vs reference")
-        paths.append(_save(fig, out / f"validation_{_slug(study)}.png"))
-    return paths
+        if not group["converged"].any():
+            reasons.append(f"No validation figure for {study}: none of its runs converged.")
+            continue
+        # one "configuration" per set, whatever its params: the set is what the study compares
+        sets = group.assign(config=group["set"], hw_count=1, hw=_SETS, hparams=group["set"])
+        fig = _per_run_figure(
+            sets, "epochs_to_converge", "epochs to converge (held-out seeds)", f"{study}: tuned vs reference", box=False
+        )
+        drawn.append((f"validation_{_slug(study)}.png", fig))
+    return drawn

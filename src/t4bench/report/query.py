@@ -18,11 +18,13 @@ from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
 
 from t4bench import mlflow_names as names
+from t4bench.report import configs
 from t4bench.report.errors import ReportError
 
 REPORT_TAG = names.REPORT
 ROLE_TAG = names.SWEEP_ROLE
 PRICE_PARAM = "hw.price_per_gpu_hour"
+HPARAMS_PARAM = "hparams.name"
 
 #: (column, MLflow metric) for the summary metrics of the README's MLflow contract
 METRIC_COLUMNS = (
@@ -174,6 +176,14 @@ def run_row(run: Run, experiment: str) -> dict[str, Any]:
     row["converged"] = row["outcome"] == names.OUTCOME_CONVERGED
     row["price_per_gpu_hour"] = _price(run)
     row["start_time"] = pd.Timestamp(run.info.start_time, unit="ms", tz="UTC")
+    params = run.data.params
+    row["hparams"] = params.get(HPARAMS_PARAM, "")
+    row["config"] = configs.config_id(params)
+    row["config_params"] = configs.config_params(params)
+    try:  # runs packed several to a GPU (their seconds are shared): kept out of speed tables
+        row["gpu_share"] = float(tags.get(names.GPU_SHARE, "1") or 1)
+    except ValueError:
+        row["gpu_share"] = 1.0
     return row
 
 

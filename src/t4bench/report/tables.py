@@ -14,15 +14,21 @@ from collections.abc import Mapping
 import pandas as pd
 
 from t4bench import mlflow_names as names
+from t4bench.report import configs
 from t4bench.sweep.stats import describe
 
-#: one row of the time-to-train table per configuration
-GROUP = ["model", "scale", "data", "hw", "hw_count"]
+#: one row of the time-to-train table per configuration (`config`: t4bench.report.configs)
+GROUP = ["model", "scale", "data", "hw", "hw_count", "config"]
 
 
 def training_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """Runs that trained to a target (real data); synthetic throughput runs go elsewhere."""
     return runs[runs["outcome"] != names.OUTCOME_THROUGHPUT_ONLY]
+
+
+def timed_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Runs whose seconds are their own: a run that shared its GPU (t4bench.gpu_share > 1) is not."""
+    return runs[~(runs["gpu_share"] > 1)]
 
 
 def throughput_runs(runs: pd.DataFrame) -> pd.DataFrame:
@@ -52,6 +58,7 @@ def time_to_train(runs: pd.DataFrame, prices: Mapping[str, float]) -> pd.DataFra
     """model × scale × hw × count: runs, converged, time-to-train and epochs (olympic, mean ± std),
     throughput, energy-to-train and cost-to-train."""
     rows = []
+    labels = configs.settings(runs) if len(runs) else {}
     for key, group in training_runs(runs).groupby(GROUP, sort=True):
         ttt = describe(converged_times(group))
         epochs = describe(list(group["epochs_to_converge"]))
@@ -62,6 +69,8 @@ def time_to_train(runs: pd.DataFrame, prices: Mapping[str, float]) -> pd.DataFra
         rows.append(
             {
                 **dict(zip(GROUP, key, strict=True)),
+                "hparams": str(group["hparams"].iloc[0]),
+                "settings": labels.get(str(key[5]), ""),
                 "runs": len(group),
                 "converged": int(ttt["n_converged"]),
                 "converged_fraction": ttt["converged_fraction"],
@@ -88,7 +97,7 @@ def speedup(table: pd.DataFrame, baseline: str) -> pd.DataFrame:
     """Each hw against `baseline` at the same model, scale and GPU count: time, energy and cost ratios."""
     if table.empty:
         return pd.DataFrame()
-    keys = ["model", "scale", "data", "hw_count"]
+    keys = ["model", "scale", "data", "hw_count", "config"]
     base = table[table["hw"] == baseline].set_index(keys)
     rows = []
     for _, row in table[table["hw"] != baseline].iterrows():
@@ -113,7 +122,7 @@ def scaling(table: pd.DataFrame) -> pd.DataFrame:
     """Each count against count 1 of the same hw: speed-up, efficiency T1 / (n·Tn), epochs ratio."""
     if table.empty:
         return pd.DataFrame()
-    keys = ["model", "scale", "data", "hw"]
+    keys = ["model", "scale", "data", "hw", "config"]
     one = table[table["hw_count"] == 1].set_index(keys)
     rows = []
     for _, row in table[table["hw_count"] > 1].iterrows():

@@ -30,6 +30,7 @@ from t4bench.sweep.objective import RobustObjective
 from t4bench.sweep.settings import hydra_overrides, instantiate, task_overrides
 from t4bench.sweep.storage import critical_section, normalize, open_storage
 from t4bench.sweep.sweep_runs import PARENT_ATTR, OptunaSweepRuns, fixed_params
+from t4bench.sweep.talk import Pace, next_steps
 from t4bench.sweep.trial_queue import TrialQueue, counts
 from t4bench.sweep.trial_runner import TrialRunner
 from t4bench.sweep.workers import Workers
@@ -212,14 +213,19 @@ class OptunaStudyRunner:
         # the same handler as a training run's: SIGTERM becomes RunTerminated, which the
         # in-flight trial turns into FAIL + requeue
         workers = Workers(
-            int(self.cfg.get("n_jobs", 1) or 1), int(self.cfg.get("worker_index", 0) or 0), self.sweep_dir
+            int(self.cfg.get("n_jobs", 1) or 1),
+            int(self.cfg.get("worker_index", 0) or 0),
+            self.sweep_dir,
+            gpus=int(self.cfg.get("gpus", 1) or 1),  # set by the sweeper when hw.runs_per_gpu packs
         )
         runner = self.trial_runner()
+        pace = Pace(self.n_trials, already_done=self._finished())
         with sigterm_raises():
             try:
                 workers.spawn()
                 while self._may_start() and (trial := self.queue.next_trial()) is not None:
                     runner.run(trial)
+                    print(pace.job_done("trial", done=self._finished()), flush=True)
                     if self.runs is not None:
                         self.runs.update_parent(self.summary(), done=False, out_dir=None)
                 workers.wait()
@@ -243,6 +249,11 @@ class OptunaStudyRunner:
         timeout = self.cfg.get("timeout")
         return timeout is None or time.monotonic() - self.started < float(timeout)
 
+    def _finished(self) -> int:
+        """Trials of the study that are over (by any worker)."""
+        n = counts(self.study)
+        return n["COMPLETE"] + n["PRUNED"] + n["FAIL"]
+
     def validate(self, seeds: Sequence[int]) -> dict[str, Any]:
         from t4bench.sweep.holdout.runs import HoldOut
 
@@ -260,5 +271,17 @@ class OptunaStudyRunner:
             lines.append(
                 f"best trial {summary['best_trial']}: {self.objective.aggregate} "
                 f"{self.objective.metric} = {summary['best_value']:.4f} with {summary['best_params']}"
+            )
+        if self.runs is not None and "best_value" in summary:
+            uri = str(self.config.tracking.uri)
+            lines.append(
+                next_steps(
+                    uri,
+                    str(self.runs.exp_id),
+                    self.sweep_id,
+                    str(self.sweep_dir),
+                    self.storage_url,
+                    self.study_name,
+                )
             )
         print("\n".join(lines), flush=True)

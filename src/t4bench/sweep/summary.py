@@ -140,7 +140,20 @@ class SweepSummaryCallback(Callback):
             self._saved_env[key] = os.environ.get(key)
             os.environ[key] = value
         atexit.register(self._finish, names.FAILED)
-        print(f"[t4bench] sweep {self.sweep_id}: MLflow parent run {self.parent_id}", flush=True)
+        from t4bench.sweep.talk import Pace, count_jobs
+
+        self._uri = str(config.tracking.uri)
+        node = config.hydra.sweeper.get("params")  # +sweeps=<name> files sweep here
+        params = OmegaConf.to_container(node, resolve=False) if isinstance(node, DictConfig) else {}
+        assert isinstance(params, dict)
+        self._pace = Pace(count_jobs(overrides, {str(k): str(v) for k, v in params.items()}))
+        total = f"{self._pace.total} jobs" if self._pace.total else "jobs"
+        print(f"[t4bench] sweep {self.sweep_id} ({total}): MLflow parent run {self.parent_id}", flush=True)
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        """job i/n and the sweep's ETA from the jobs finished so far."""
+        if self.parent_id is not None and getattr(self, "_pace", None) is not None:
+            print(self._pace.job_done(), flush=True)
 
     def _log_fixed_params(self, config: DictConfig, overrides: list[str]) -> None:
         """The parent's params: the composed config minus the swept keys (and the seed)."""
@@ -172,6 +185,10 @@ class SweepSummaryCallback(Callback):
             summary = summarize(results)
             text = record(self._mlflow, self.parent_id, summary, self.sweep_dir, f"sweep {self.sweep_id}")
             print(text, flush=True)
+            if status == "FINISHED":
+                from t4bench.sweep.talk import next_steps
+
+                print(next_steps(self._uri, str(self.exp_id), str(self.sweep_id)), flush=True)
         finally:
             self._mlflow.set_terminated(self.parent_id, status=status)
             for key, value in self._saved_env.items():

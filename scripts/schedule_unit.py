@@ -1,0 +1,102 @@
+"""The schedule-unit experiment's table and plot from its MLflow store (scripts/gpu_schedule_unit.sh).
+
+    python scripts/schedule_unit.py --store sqlite:///multirun/schedule_unit/mlflow.db \
+        --csv docs/convergence/schedule_unit.csv --plot docs/convergence/schedule_unit.png
+
+CSV: one row per run (model, N, unit, seed, epochs_to_converge, outcome); N is the run's
+t4bench.emulated_world_size tag (1 where it has none: no emulation). Plot: mean epochs-to-converge
+(converged runs; bars: std) against N, one panel per model, one line per schedule unit."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+from mlflow.tracking import MlflowClient
+
+from t4bench import mlflow_names as names
+
+COLUMNS = ["model", "N", "unit", "seed", "epochs_to_converge", "outcome"]
+
+
+def collect(store: str, models: list[str], scale: str) -> list[dict[str, Any]]:
+    client = MlflowClient(store)
+    rows = []
+    for model in models:
+        experiment = client.get_experiment_by_name(f"t4bench-{model}")
+        if experiment is None:
+            continue
+        sweep = f"schedule_unit_{model}_{scale}"
+        for run in client.search_runs(
+            [experiment.experiment_id], f"tags.`{names.SWEEP_ID}` = '{sweep}'", max_results=50_000
+        ):
+            tags = run.data.tags
+            if names.SEED not in tags:  # the sweep's parent run
+                continue
+            rows.append(
+                {
+                    "model": model,
+                    "N": int(tags.get(names.EMULATED_WORLD_SIZE, 1)),
+                    "unit": run.data.params.get("model.schedule.unit", ""),
+                    "seed": int(tags[names.SEED]),
+                    "epochs_to_converge": run.data.metrics.get(names.EPOCHS_TO_CONVERGE, math.nan),
+                    "outcome": tags.get(names.OUTCOME, ""),
+                }
+            )
+    return sorted(rows, key=lambda r: (r["model"], r["unit"], r["N"], r["seed"]))
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    models = sorted({r["model"] for r in rows})
+    fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4), squeeze=False)
+    for ax, model in zip(axes[0], models, strict=True):
+        for unit in sorted({r["unit"] for r in rows if r["model"] == model}):
+            ns = sorted({r["N"] for r in rows if r["model"] == model and r["unit"] == unit})
+            done = [
+                [r["epochs_to_converge"] for r in rows if (r["model"], r["unit"], r["N"]) == (model, unit, n)]
+                for n in ns
+            ]
+            done = [[e for e in group if not math.isnan(e)] for group in done]
+            means = [np.mean(g) if g else np.nan for g in done]
+            stds = [np.std(g, ddof=1) if len(g) > 1 else 0.0 for g in done]
+            ax.errorbar(ns, means, yerr=stds, marker="o", capsize=3, label=f"unit={unit}")
+        ax.set(title=model, xlabel="emulated GPUs N (global batch = N x batch)", ylabel="epochs to converge")
+        ax.set_xticks(sorted({r["N"] for r in rows}))
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--store", required=True, help="MLflow tracking URI of the experiment's runs")
+    parser.add_argument("--models", nargs="+", default=["gnmt", "transformer"])
+    parser.add_argument("--scale", default="ding")
+    parser.add_argument("--csv", type=Path, required=True)
+    parser.add_argument("--plot", type=Path, default=None)
+    args = parser.parse_args()
+    rows = collect(args.store, args.models, args.scale)
+    if not rows:
+        raise SystemExit(f"no schedule-unit runs in {args.store}")
+    args.csv.parent.mkdir(parents=True, exist_ok=True)
+    with open(args.csv, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {args.csv} ({len(rows)} runs)")
+    if args.plot is not None:
+        plot(rows, args.plot)
+        print(f"wrote {args.plot}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""Hydra callback of `hw.runs_per_gpu=N` sweeps (docs/sweeps.md "Several runs on one GPU"): before
+the sweep starts anything, check that N runs fit (t4bench.packing.check) and that the launcher can
+run N at once; with `hw.mps=true` start CUDA MPS for the sweep and stop it at its end.
+
+Listed first in conf/hydra/callbacks/sweep_summary.yaml so a refusal comes before the sweep's
+MLflow parent run exists."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from t4bench import packing
+from t4bench.errors import T4BenchError
+
+log = logging.getLogger(__name__)
+
+MPS_CONTROL = "nvidia-cuda-mps-control"
+
+
+def _is_optuna(config: DictConfig) -> bool:
+    return str(OmegaConf.select(config, "hydra.sweeper._target_", default="") or "").startswith(
+        "hydra_plugins.t4bench_sweeper"
+    )
+
+
+def launcher_error(config: DictConfig) -> str | None:
+    """A seed sweep with Hydra's basic launcher runs one job at a time: packing needs the packed one."""
+    runs = packing.runs_per_gpu(config)
+    if runs == 1 or _is_optuna(config):
+        return None
+    target = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
+    if target.endswith("BasicLauncher"):
+        return f"hw.runs_per_gpu={runs}: Hydra's basic launcher runs one job at a time; add hydra/launcher=packed"
+    return None
+
+
+def start_mps() -> bool:
+    """Start the MPS control daemon; True when this call started it (False: one runs already)."""
+    if shutil.which(MPS_CONTROL) is None:
+        raise T4BenchError(f"hw.mps=true: {MPS_CONTROL} is not on PATH (it comes with the NVIDIA driver)")
+    done = subprocess.run([MPS_CONTROL, "-d"], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        text = (done.stdout + done.stderr).strip()
+        if "already running" in text.lower():
+            log.info("CUDA MPS already runs: the sweep uses it and leaves it running")
+            return False
+        raise T4BenchError(f"hw.mps=true: {MPS_CONTROL} -d failed: {text or done.returncode}")
+    log.info("started CUDA MPS (%s -d)", MPS_CONTROL)
+    return True
+
+
+def stop_mps() -> None:
+    subprocess.run([MPS_CONTROL], input="quit\n", text=True, capture_output=True, check=False)
+    log.info("stopped CUDA MPS")
+
+
+class PackingCallback(Callback):
+    def __init__(self) -> None:
+        self.started_mps = False
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            error = launcher_error(config)
+            if error:
+                raise T4BenchError(error)
+            packing.check(config)
+            worker = int(OmegaConf.select(config, "hydra.sweeper.worker_index", default=0) or 0)
+            if bool(config.hw.get("mps", False)) and worker == 0:  # Optuna workers > 0 share worker 0's
+                self.started_mps = start_mps()
+                if self.started_mps:  # a sweep that dies still stops the daemon it started
+                    atexit.register(self.on_multirun_end, config)
+        except T4BenchError as err:
+            print(f"t4bench: error: {err}", file=sys.stderr)
+            sys.exit(2)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if self.started_mps:
+            stop_mps()
+            self.started_mps = False

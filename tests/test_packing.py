@@ -1,0 +1,85 @@
+"""hw.runs_per_gpu=N (t4bench.packing, docs/sweeps.md): the memory check refuses an N that does not
+fit in one line, before anything starts; packed runs are tagged; emulate.world_size tags too."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from conftest import all_runs, compose
+
+from t4bench import hardware, packing
+from t4bench import mlflow_names as names
+from t4bench.errors import T4BenchError
+
+H200_GIB = [139.8]  # what NVML reports for an H200 (the pure check's input here: no NVML on CPU)
+
+
+def test_the_memory_check_refuses_an_n_that_does_not_fit() -> None:
+    # 16 x (4.4 + 0.6) = 80 GiB fits in 90% of 139.8; 32 x 5 = 160 does not, and says how many do
+    assert packing.fit_error(16, 4.4, H200_GIB, 0.1, 0.6, "gnmt_ding") is None
+    error = packing.fit_error(32, 4.4, H200_GIB, 0.1, 0.6, "gnmt_ding")
+    assert error is not None and "\n" not in error
+    assert "hw.runs_per_gpu=32" in error and "at most 25 fit" in error
+    # the smallest GPU decides
+    assert packing.fit_error(16, 4.4, [139.8, 40.0], 0.1, 0.6, "gnmt_ding") is not None
+    assert packing.fit_error(1, 500.0, H200_GIB, 0.1, 0.6, "gnmt_ding") is None  # alone: nothing to check
+
+
+def test_an_unknown_peak_refuses_and_says_how_to_measure_it() -> None:
+    cfg = compose(["model=gnmt", "scale=ding", "hw=h200", "hw.runs_per_gpu=8", "hw.peak_memory_gib.gnmt_ding=null"])
+    with pytest.raises(T4BenchError, match=r"peak_memory_gib\.gnmt_ding=null.*NVML shows in use"):
+        packing.check(cfg, totals_gib=H200_GIB)
+    fits = compose(["model=gnmt", "scale=ding", "hw=h200", "hw.runs_per_gpu=24", "hw.peak_memory_gib.gnmt_ding=4.0"])
+    packing.check(fits, totals_gib=H200_GIB)
+    too_many = compose(
+        [
+            "model=gnmt",
+            "scale=ding",
+            "hw=h200",
+            "hw.runs_per_gpu=40",
+            "hw.peak_memory_gib.gnmt_ding=4.0",
+            "hw.context_gib=0.6",
+        ]
+    )
+    with pytest.raises(T4BenchError, match="at most 27 fit"):
+        packing.check(too_many, totals_gib=H200_GIB)
+
+
+def test_optuna_workers_default_to_runs_per_gpu_and_spread_round_robin() -> None:
+    cfg = compose(["hw.runs_per_gpu=1"])
+    assert packing.sweep_jobs(cfg, None) == 1 and packing.sweep_jobs(cfg, 3) == 3
+    assert [packing.visible_gpu(i, 2, {}) for i in range(4)] == ["0", "1", "0", "1"]
+    assert [packing.visible_gpu(i, 2, {"CUDA_VISIBLE_DEVICES": "2,5"}) for i in range(3)] == ["2", "5", "2"]
+
+
+def test_cpu_refuses_more_runs_than_cores_in_one_line_before_anything_starts(run_t4bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    too_many = hardware.host_cores() + 1
+    proc = run_t4bench(
+        "--multirun", "model=ncf", "hydra/launcher=packed", f"hw.runs_per_gpu={too_many}", "seed=0,1", check=False
+    )
+    assert proc.returncode == 2, proc.stderr
+    cores = too_many - 1
+    assert proc.stderr.strip().splitlines() == [
+        f"t4bench: error: hw.runs_per_gpu={too_many} on hw=cpu: only {cores} cores here, one run per core at most"
+    ]
+    assert not (tmp_path / "mlflow.db").exists()  # refused before the sweep's parent run
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="two runs at once need two cores")
+def test_a_packed_seed_sweep_runs_two_at_once_and_tags_them(run_t4bench, mlflow_client) -> None:  # type: ignore[no-untyped-def]
+    # emulate.world_size rides along: one subprocess checks both features' tags
+    run_t4bench(
+        "--multirun", "model=ncf", "max_epochs=1", "progress=off", "hydra/launcher=packed",
+        "hw.runs_per_gpu=2", "emulate.world_size=2", "seed=0,1",
+    )  # fmt: skip
+    runs = [r for r in all_runs(mlflow_client, "t4bench-ncf") if names.SEED in r.data.tags]
+    assert len(runs) == 2
+    for run in runs:
+        tags = run.data.tags
+        assert (tags[names.GPU_SHARE], tags[names.MPS]) == ("2", "off")
+        assert (tags[names.EMULATED_WORLD_SIZE], tags[names.WORLD_SIZE], tags[names.HW_COUNT]) == ("2", "1", "1")
+        assert tags[names.GLOBAL_BATCH_SIZE] == str(2 * int(compose(["model=ncf"]).model.batch_size))
+    first, second = sorted(runs, key=lambda r: r.info.start_time)
+    assert second.info.start_time < first.info.end_time  # they overlapped: ran at once
