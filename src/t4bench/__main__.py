@@ -3,6 +3,7 @@ after the preflight checks, so `--help`, `--cfg job` and bad input stay fast."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -13,7 +14,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from t4bench import run_env
+from t4bench import cli_preflight, overrides, run_env
 from t4bench.errors import RunTerminated, T4BenchError
 from t4bench.preflight import storage as probe
 
@@ -50,12 +51,38 @@ def main() -> None:
     try:
         rank = run_env.launched_rank()
         probe.working_dir(sys.argv[1:])  # Hydra makes its output folder before any t4bench code runs
-    except T4BenchError as err:  # a launcher variable that is not a number, an unwritable cwd
+        # the command line composed and checked as Hydra will compose it: nothing exists yet
+        cli_preflight.check(sys.argv[1:])
+    except T4BenchError as err:  # a launcher variable that is not a number, an unwritable cwd, bad input
         print(f"t4bench: error: {err}", file=sys.stderr)
         sys.exit(2)
-    sys.argv = [sys.argv[0], *rank_overrides(sys.argv[1:], rank)]
+    # `--multirun` after overrides is Hydra's argparse usage error: put the switch first
+    switches = [arg for arg in sys.argv[1:] if arg in cli_preflight.MULTIRUN_FLAGS]
+    rest = [arg for arg in sys.argv[1:] if arg not in cli_preflight.MULTIRUN_FLAGS]
+    sys.argv = [sys.argv[0], *switches, *rank_overrides(rest, rank)]
+    # Hydra's errors reach us as exceptions (not its multi-line report and exit 1), so that every
+    # mistake on the command line is one line and exit 2; an unexpected error keeps its traceback
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    from hydra.errors import HydraException
+
     try:
         app()
+    except T4BenchError as err:  # raised outside the task, e.g. by the sweeper's checks
+        print(f"t4bench: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    except HydraException as err:  # composition, override grammar, instantiation
+        print(f"t4bench: error: {overrides.explain(err, sys.argv[1:])}", file=sys.stderr)
+        sys.exit(2)
+    except Exception as err:
+        if not probe.is_disk_full(err):
+            raise
+        # the store filled up after the probe: the run (if one was made) is left to `runs repair`
+        print(
+            "t4bench: error: the disk is full (tracking store or run folder); free space and run "
+            "`python -m t4bench.runs repair` to close a run left RUNNING",
+            file=sys.stderr,
+        )
+        sys.exit(2)
     except RunTerminated as stop:  # the run is closed as KILLED already; exit as a signal would
         closed = f"MLflow run {stop.run_id} is marked KILLED" if stop.run_id else "no MLflow run had been created"
         print(f"t4bench: stopped by {stop}; {closed}", file=sys.stderr)

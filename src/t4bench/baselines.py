@@ -98,7 +98,11 @@ def announce(
     trivial = dict(bench.trivial_quality()) if is_main else {}
     if trivial:
         logger.log_epoch(0, trivial_metrics(target, trivial))
-    warnings = [few_steps_warning(bench.train_size, global_batch)]
+    notes = dict(getattr(bench, "data_notes", dict)()) if is_main else {}  # what the loader left out
+    if notes:
+        logger.log_epoch(0, {f"data_{name}": float(count) for name, (count, _) in notes.items()})
+    warnings: list[str | None] = [f"data: {line}" for _, line in notes.values()]
+    warnings.append(few_steps_warning(bench.train_size, global_batch))
     if trivial:
         warnings.append(target_warning(target, trivial, bench.trivial_baseline))
     for line in warnings:

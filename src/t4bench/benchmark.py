@@ -140,6 +140,12 @@ class Benchmark(abc.ABC):
         none."""
         return {}
 
+    def data_notes(self) -> Mapping[str, tuple[int, str]]:
+        """What the loader left out of training, name -> (count, one line saying it), logged as
+        metrics `data_<name>` and said once on the console (t4bench.baselines.announce); called
+        once in init, on rank 0. Default: nothing."""
+        return {}
+
     def samples_in(self, batch: Any) -> int:
         """Samples in one (host-side) batch, for the sample-based schedule and `train_size`
         accounting. Default: the leading dimension of its first tensor."""

@@ -45,10 +45,12 @@ SPAWNERS = {
 PREFLIGHTS = {
     "pytorch": "t4bench.pytorch.launch:preflight",
 }
-#: framework -> "module:function" for `resume=`: `resume(cfg)` reopens the checkpoint's MLflow run
-#: and returns its id (None without `resume`); a framework without one cannot resume
+#: framework -> the module behind `resume=`, with `reopened_run(cfg, env)` (the checkpoint's MLflow
+#: run as it was, reopened after its checks; None without `resume`) and `restore(client, run_id,
+#: status, outcome)` (a FINISHED run put back after a failed attempt); a framework without one
+#: cannot resume
 RESUMERS = {
-    "pytorch": "t4bench.pytorch.resume:reopened_run",
+    "pytorch": "t4bench.pytorch.resume",
 }
 
 
@@ -178,12 +180,27 @@ def preflight(framework: str, env: RunEnvironment) -> None:
         _load(PREFLIGHTS, framework, "preflight")(env)
 
 
-def resumed_run(framework: str, cfg: DictConfig) -> str | None:
-    """`resume=...`: the checkpoint's MLflow run, reopened by `framework` (None without resume)."""
+def _resumer(framework: str) -> Any:
+    module_name = RESUMERS.get(framework)
+    if module_name is None:
+        raise T4BenchError(f"framework {framework!r} has no resume (checkpoints); known: {', '.join(RESUMERS)}")
+    return importlib.import_module(module_name)
+
+
+def resumed_run(framework: str, cfg: DictConfig, env: RunEnvironment) -> Any:
+    """`resume=...`: the checkpoint's MLflow run as it was before this attempt, reopened by
+    `framework` (None without resume)."""
     if cfg.get("resume") in (None, ""):
         return None
-    resume: Callable[[DictConfig], str | None] = _load(RESUMERS, framework, "resume (checkpoints)")
-    return resume(cfg)
+    return _resumer(framework).reopened_run(cfg, env)
+
+
+def restore_finished(framework: str, cfg: DictConfig, run: Any) -> None:
+    """After a failed attempt to train the FINISHED `run` further: its status and outcome as they were."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(str(cfg.tracking.uri))
+    _resumer(framework).restore(client, run.info.run_id, names.FINISHED, run.data.tags.get(names.OUTCOME))
 
 
 def framework_of(cfg: DictConfig, bench_cls: type[Benchmark]) -> str:

@@ -19,6 +19,9 @@ SEED = "t4bench.seed"
 OUTCOME = "t4bench.outcome"
 #: why the run ended as it did, when the loop says (e.g. the loss that diverged)
 OUTCOME_NOTE = "t4bench.outcome_note"
+#: a resumed run's setting that differs from its start (max_epochs=...): tag <prefix><key> = the
+#: new value; the params keep the values the run started with
+RESUME_CHANGED_PREFIX = "t4bench.resume_changed."
 SWEEP_ID = "t4bench.sweep_id"
 #: how many runs shared the run's GPU (packed runs); above 1 its seconds are not a time to train
 GPU_SHARE = "t4bench.gpu_share"
@@ -59,6 +62,10 @@ PERF_DROPPED = "t4bench.perf.dropped"
 SYSTEM_METRICS = "t4bench.system_metrics"
 CHECKPOINT_DIR = "t4bench.checkpoint_dir"
 RESUMED_FROM_EPOCH = "t4bench.resumed_from_epoch"
+#: "true" on a FINISHED run whose resumed attempt failed (its status and outcome put back)
+RESUME_FAILED = "t4bench.resume_failed"
+#: "true" on a sweep trial's seed run trained again from the start (its checkpoint was unusable)
+REDONE_FROM_SCRATCH = "t4bench.redone_from_scratch"
 # liveness of a running run (t4bench.runs): who runs it, when it last said so, its repair
 HEARTBEAT = "t4bench.heartbeat"
 HEARTBEAT_INTERVAL_S = "t4bench.heartbeat_interval_s"

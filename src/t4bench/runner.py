@@ -42,14 +42,21 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     frameworks.preflight(framework, env)  # PyTorch: torch.distributed / horovod.torch, the ranks' backends
     if not cfg.input.synthetic:
         bench_cls.check_inputs(cfg)
-    if env.spawn:
-        return _spawn_ranks(cfg, env, output_dir, bench_cls, frameworks.spawner(framework))
-    from t4bench.rank import run_rank  # MLflow and the framework: only now
-
     # `tracking.run_id`: a run made by a launcher (mlflow run) to train into; `resume=`: the
-    # checkpoint's run, RUNNING again
-    run_id = cfg.tracking.get("run_id") or (frameworks.resumed_run(framework, cfg) if env.is_main else None)
-    return run_rank(cfg, env, output_dir, run_id=run_id)
+    # checkpoint's run, RUNNING again (also when this process spawns the ranks)
+    resumed = None if cfg.tracking.get("run_id") or not env.is_main else frameworks.resumed_run(framework, cfg, env)
+    run_id = cfg.tracking.get("run_id") or (resumed.info.run_id if resumed else None)
+    try:
+        if env.spawn:
+            return _spawn_ranks(cfg, env, output_dir, bench_cls, frameworks.spawner(framework), run_id)
+        from t4bench.rank import run_rank  # MLflow and the framework: only now
+
+        return run_rank(cfg, env, output_dir, run_id=run_id)
+    except BaseException:
+        if resumed is not None and resumed.info.status == names.FINISHED:
+            # a failed attempt to train a finished run further leaves its result as it was
+            frameworks.restore_finished(framework, cfg, resumed)
+        raise
 
 
 def _multirun() -> bool:
@@ -61,7 +68,12 @@ def _multirun() -> bool:
 
 
 def _spawn_ranks(
-    cfg: DictConfig, env: RunEnvironment, output_dir: Path, bench_cls: type[Benchmark], spawn: frameworks.Spawn
+    cfg: DictConfig,
+    env: RunEnvironment,
+    output_dir: Path,
+    bench_cls: type[Benchmark],
+    spawn: frameworks.Spawn,
+    run_id: str | None = None,
 ) -> dict[str, Any]:
     """hw.count=N without an outer launcher: make the MLflow run, start N ranks on it with the
     framework's `spawn` (PyTorch: torch elastic_launch, or horovod.run for dist=horovod), and mark
@@ -70,7 +82,7 @@ def _spawn_ranks(
 
     # ranks are fresh interpreters without Hydra: hand them the config with ${...} resolved here
     plain = OmegaConf.to_container(cfg, resolve=True)
-    tracker = RunTracker(str(cfg.tracking.uri), cfg.tracking.get("run_id") or None)
+    tracker = RunTracker(str(cfg.tracking.uri), run_id or None)
     tags = {**contract_tags(cfg, env, bench_cls), **env.tags, names.LAUNCHER: env.launcher}
     run_id = tracker.start(cfg, env, tags)
     status = names.FAILED

@@ -156,6 +156,7 @@ class RunTracker:
         if self.client is None:
             return ""
         self.system_metrics_interval_s = system_metrics.interval_from(cfg)  # a bad value: before any run
+        adopted = self.run_id is not None
         if self.run_id is None:
             experiment_id = self.ensure_experiment(str(cfg.tracking.experiment))
             run = self.client.create_run(
@@ -170,6 +171,11 @@ class RunTracker:
         params = flatten(resolved_config(cfg, env))
         for where in ("resume", "checkpoint.dir"):  # a resumed run changes them: not what ran
             params.pop(where, None)
+        if adopted:  # a resumed run keeps the params it started with; what changed becomes tags
+            logged = self.client.get_run(self.run_id).data.params
+            changed = {k: v[:6000] for k, v in params.items() if k in logged and logged[k] != v[:6000]}
+            self.set_tags({f"{names.RESUME_CHANGED_PREFIX}{k}": v for k, v in changed.items()})
+            params = {k: v for k, v in params.items() if k not in logged}
         self._log_batch(params=[Param(k, v[:6000]) for k, v in sorted(params.items())])
         return self.run_id
 

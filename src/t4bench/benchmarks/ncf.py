@@ -145,6 +145,18 @@ class NCFBenchmark(Benchmark):
 
     trivial_baseline = "popularity ranking"
 
+    def data_notes(self) -> Mapping[str, tuple[int, str]]:
+        if self.data is None or not self.data.single_rating_users:
+            return {}
+        count = self.data.single_rating_users
+        return {
+            "single_rating_users": (
+                count,
+                f"{count} of {self.num_users} users have a single rating: it is their held-out test item, "
+                "so they add nothing to training",
+            )
+        }
+
     def trivial_quality(self) -> Mapping[str, float]:
         if self.data is None:
             return {}

@@ -76,6 +76,8 @@ class LeaveOneOut:
     test_items: np.ndarray  # one per user, index = user
     #: sorted user * num_items + item keys of every positive, for O(log n) membership tests
     positive_keys: np.ndarray
+    #: users whose one rating is held out for the test: none of their ratings trains
+    single_rating_users: int = 0
 
     def is_positive(self, users: np.ndarray, items: np.ndarray) -> np.ndarray:
         keys = users.astype(np.int64) * self.num_items + items
@@ -201,4 +203,5 @@ def load(dataset: str, path: Path) -> LeaveOneOut:
         train_items=items[~last],
         test_items=test_items,
         positive_keys=keys,
+        single_rating_users=int(np.count_nonzero(np.bincount(users, minlength=num_users) == 1)),
     )

@@ -112,6 +112,8 @@ RULES: tuple[tuple[str, Rule], ...] = (
     # numpy's and torch's seeds must fit in 32 bits unsigned (numpy rejects negatives)
     ("seed", Number(integer=True, low=0, high=2**32 - 1)),
     ("max_epochs", POSITIVE_INT),
+    # a fraction 1/k of an epoch (checked whole in check_eval_every)
+    ("eval_every", Number(low=0, high=1, low_open=True)),
     ("progress", Choice(("auto", "bar", "plain", "off"))),
     # the MLPerf round whose reference targets apply (before model.target, which reads it)
     ("scale.target_version", Choice(("v0_5", "v0_6"))),
@@ -119,6 +121,8 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("input.steps", POSITIVE_INT),
     ("input.warmup_steps", NON_NEGATIVE_INT),
     ("hw.count", POSITIVE_INT),
+    # host memory one CPU rank needs (check_host); null: measured per scale (RANK_MEMORY_GB)
+    ("hw.rank_memory_gb", Number(low=0, low_open=True, nullable=True)),
     ("hw.strict", Flag()),
     ("hw.threads", Number(integer=True, low=1, nullable=True)),
     ("hw.loader_workers", Number(integer=True, low=0, nullable=True)),
@@ -135,6 +139,12 @@ RULES: tuple[tuple[str, Rule], ...] = (
     # checkpoint/resume (t4bench.pytorch.checkpoint, t4bench.pytorch.resume): every N epochs (0: off), newest kept
     ("checkpoint.every", NON_NEGATIVE_INT),
     ("checkpoint.keep", POSITIVE_INT),
+    # the Optuna sweeper (checked by cli_preflight, which composes Hydra's node); n_trials=0 on an
+    # existing study reports it and runs nothing
+    ("hydra.sweeper.n_trials", NON_NEGATIVE_INT),
+    ("hydra.sweeper.n_jobs", POSITIVE_INT),
+    ("hydra.sweeper.seeds_per_trial", POSITIVE_INT),
+    ("resume_finished", Flag()),
     ("model.batch_size", POSITIVE_INT),
     ("model.eval_batch_size", POSITIVE_INT),
     ("model.max_epochs", POSITIVE_INT),
@@ -147,6 +157,9 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("model.optimizer.eps", POSITIVE),
     ("model.optimizer.betas", Numbers(UNIT_OPEN, length=2)),
     ("model.optimizer.lr_scaling", Choice(("none", "linear"))),
+    # gradients clipped to this global norm (trainer); 0 or null: off
+    ("model.optimizer.clip_grad_norm", Number(low=0, nullable=True)),
+    ("model.channels_last", Flag()),
     ("model.schedule.unit", Choice(("samples", "steps"))),
     ("model.schedule.kind", Choice(("constant", "step", "inverse_sqrt"))),
     ("model.schedule.warmup_shape", Choice(("linear", "exponential"))),
@@ -163,6 +176,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("model.data.max_len", POSITIVE_INT),
     ("model.data.eval_max_sentences", Number(integer=True, low=1, nullable=True)),
     ("model.data.synthetic_image_size", Numbers(POSITIVE_INT, length=2)),
+    ("model.data.synthetic_objects", POSITIVE_INT),
     ("model.arch.num_classes", Number(integer=True, low=2)),
     ("model.arch.dropout", UNIT_OPEN),
     ("model.arch.label_smoothing", UNIT_OPEN),
@@ -302,9 +316,22 @@ def check_hparams(cfg: DictConfig) -> None:
     )
 
 
+def check_eval_every(cfg: DictConfig) -> None:
+    """eval_every is 1/k of an epoch for a whole k (the loop evaluates k times an epoch)."""
+    value = _lookup(cfg, "eval_every")
+    if value is _ABSENT or value is None:
+        return
+    per_epoch = round(1.0 / float(value))
+    if abs(per_epoch * float(value) - 1.0) > 1e-3:
+        raise T4BenchError(
+            f"eval_every={_shown(value)}: must be 1/k of an epoch for a whole k >= 1 (1, 0.5, 0.25, ...)"
+        )
+
+
 def validate(cfg: DictConfig) -> None:
     """Raise one T4BenchError line for the first config value that cannot work; no side effects."""
     check_rules(cfg)
+    check_eval_every(cfg)
     check_targets(cfg)
     check_hparams(cfg)
     threads = os.environ.get("OMP_NUM_THREADS")

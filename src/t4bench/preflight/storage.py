@@ -31,6 +31,37 @@ OPTUNA_TABLES = frozenset({"studies", "trials", "version_info"})
 _OUTPUT_OPTIONS = ("hydra.run.dir", "hydra.sweep.dir")
 
 
+#: free space a store's filesystem must have for a run (params, metrics, tags: a few MB at most)
+MIN_FREE_MB = 16
+
+
+def free_space_problem(folder: Path) -> str | None:
+    """Why a store in `folder` would fill its disk (None when there is room)."""
+    try:
+        stats = os.statvfs(folder)
+    except OSError:
+        return None
+    free_mb = stats.f_bavail * stats.f_frsize / 2**20
+    if free_mb < MIN_FREE_MB:
+        return f"only {free_mb:.1f} MB free on the filesystem of {folder} (a run needs up to {MIN_FREE_MB} MB)"
+    return None
+
+
+def is_disk_full(err: BaseException) -> bool:
+    """A write that failed for want of space (OSError ENOSPC, SQLite's "database or disk is full"),
+    also when a library wrapped it."""
+    import errno
+
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
+            return True
+        if "database or disk is full" in str(seen) or "No space left on device" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _first_line(err: BaseException) -> str:
     text = str(getattr(err, "reason", None) or err).strip()
     return text.splitlines()[0] if text else type(err).__name__
@@ -128,7 +159,7 @@ def _probe_sqlite(url: str, path: Path, key: str, expected: frozenset[str], kind
     folder = path.resolve().parent
     if not folder.is_dir():  # SQLite creates the file, never its folder
         raise T4BenchError(f"{key}={url}: folder {folder} does not exist")
-    problem = writable_dir_problem(folder)  # SQLite writes its journal beside the file
+    problem = writable_dir_problem(folder) or free_space_problem(folder)  # SQLite's journal goes beside it
     if problem:
         raise T4BenchError(f"{key}={url}: {problem}; SQLite needs to write there")
     if not path.exists():
@@ -235,12 +266,25 @@ def optuna_storage(storage: str, timeout_s: float = TIMEOUT_S) -> None:
 
 
 def working_dir(argv: Sequence[str], cwd: Path | None = None) -> None:
-    """Before Hydra starts: it makes `outputs/` (or `multirun/`) in the working directory unless
-    `hydra.run.dir` / `hydra.sweep.dir` moves it, and fails with a traceback when it cannot."""
-    given = {arg.split("=", 1)[0].lstrip("+~") for arg in argv if "=" in arg}
-    if any(option in given for option in _OUTPUT_OPTIONS):
-        return
+    """Before Hydra starts: it makes `outputs/` (or `multirun/`) in the working directory, or the
+    folder `hydra.run.dir` / `hydra.sweep.dir` names, and fails with a traceback when it cannot
+    (a read-only mount, a path under a regular file)."""
     folder = cwd or Path.cwd()
+    given = {}
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if sep:
+            given[key.lstrip("+~")] = value.strip("'\"")
+    explicit = [(option, given[option]) for option in _OUTPUT_OPTIONS if option in given]
+    for option, value in explicit:
+        # the fixed part of the path: an interpolation such as ${now:...} is filled in later
+        fixed = Path(value.split("${", 1)[0] or ".")
+        target = fixed if fixed.is_absolute() else folder / fixed
+        problem = writable_dir_problem(target)
+        if problem:
+            raise T4BenchError(f"{option}={value}: {problem}; Hydra writes the run's outputs there")
+    if explicit:
+        return
     problem = writable_dir_problem(folder)
     if problem:
         raise T4BenchError(

@@ -211,6 +211,23 @@ def path_for(folder: Path, epoch: int) -> Path:
     return Path(folder) / f"epoch-{epoch:04d}.pt"
 
 
+def rank_rng_path(folder: Path, epoch: int, rank: int) -> Path:
+    """The RNG state of rank `rank` > 0 at `epoch` (rank 0's is in the checkpoint itself)."""
+    return Path(folder) / f"epoch-{epoch:04d}.rank{rank}.rng.pt"
+
+
+def save_rank_rng(folder: Path, epoch: int, rank: int, keep: int = 2) -> Path:
+    """Rank `rank`'s generators beside the checkpoint of `epoch` (ranks draw differently: each one
+    continues from its own state on resume); the rank's older files beyond `keep` removed."""
+    path = atomic_save(
+        {"format": FORMAT, "rng": capture_rng(), "loop": {"epoch": epoch}}, rank_rng_path(folder, epoch, rank)
+    )
+    own = sorted(Path(folder).glob(f"epoch-*.rank{rank}.rng.pt"))
+    for old in own[:-keep] if keep > 0 else []:
+        old.unlink(missing_ok=True)
+    return path
+
+
 def saved_epochs(folder: Path) -> list[int]:
     folder = Path(folder)
     if not folder.is_dir():

@@ -10,9 +10,10 @@ time-to-train counting the saved training time plus the new (MLPerf counts train
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -21,9 +22,76 @@ from t4bench.cadence import Continued
 from t4bench.pytorch import checkpoint
 from t4bench.pytorch.checkpoint import CheckpointError
 
+if TYPE_CHECKING:
+    from t4bench.run_env import RunEnvironment
+
 #: what must match between the checkpoint's run and this one (config keys)
 SAME_SETUP = ("model.name", "scale.name", "seed", "model.batch_size", "hw.count")
 RESUMED_TAG = names.RESUMED_FROM_EPOCH
+
+log = logging.getLogger(__name__)
+
+
+#: what a resumed run may set differently from the run it continues: how long it trains and how it
+#: is watched and recorded. Anything else (LR, model, data, eval cadence...) would make a run that
+#: is neither setup: refused, naming the keys. Entries ending in "." cover their whole subtree.
+MAY_CHANGE = (
+    "max_epochs",
+    "progress",
+    "resume",
+    "resume_finished",
+    "checkpoint.",
+    "tracking.",
+    "paths.",
+    "callbacks.",
+    "hw.telemetry.",
+    "hw.threads",
+    "hw.loader_workers",
+)
+#: the longest param value MLflow keeps (and t4bench logs)
+PARAM_CHARS = 6000
+
+
+def may_change(key: str) -> bool:
+    return any(key == entry or (entry.endswith(".") and key.startswith(entry)) for entry in MAY_CHANGE)
+
+
+def check_changes(wanted: str, logged: dict[str, str], planned: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """The params this resume sets differently from those the run logged at its start, as
+    key -> (was, now); CheckpointError naming the keys when one of them may not change."""
+    differs = {
+        key: (logged[key], value[:PARAM_CHARS])
+        for key, value in planned.items()
+        if key in logged and logged[key] != value[:PARAM_CHARS]
+    }
+    refused = {key: pair for key, pair in differs.items() if not may_change(key)}
+    if refused:
+        shown = ", ".join(f"{key}={now} (the run has {was})" for key, (was, now) in sorted(refused.items()))
+        raise CheckpointError(
+            f"resume={wanted}: may not change when resuming: {shown}; resume with the run's values or start a new run"
+        )
+    return differs
+
+
+def check_status(wanted: str, run: Any, allow_finished: bool) -> None:
+    """A FINISHED run is trained further only when asked for (resume_finished=true)."""
+    if run.info.status == names.FINISHED and not allow_finished:
+        outcome = run.data.tags.get(names.OUTCOME, "?")
+        raise CheckpointError(
+            f"resume={wanted}: run {run.info.run_id} is FINISHED (outcome {outcome}); give resume_finished=true "
+            "to train it further (e.g. with a higher max_epochs)"
+        )
+
+
+def restore(client: Any, run_id: str, status: str, outcome: str | None) -> None:
+    """Put a FINISHED run's status and outcome back after a resumed attempt on it failed."""
+    if outcome:
+        client.set_tag(run_id, names.OUTCOME, outcome)
+    client.set_tag(run_id, RESUME_FAILED_TAG, "true")
+    client.set_terminated(run_id, status=status)
+
+
+RESUME_FAILED_TAG = names.RESUME_FAILED
 
 
 @dataclass(frozen=True)
@@ -76,18 +144,35 @@ def reopen(client: Any, run_id: str, epoch: int) -> None:
     client.set_tag(run_id, RESUMED_TAG, str(epoch))
 
 
-def reopened_run(cfg: DictConfig) -> str | None:
-    """resume=...: the checkpoint's MLflow run, reopened (None without resume or without a run id);
+def reopened_run(cfg: DictConfig, env: RunEnvironment) -> Any:
+    """resume=...: the checkpoint's MLflow run as it was before this attempt (None without resume),
+    reopened after the checks: settings that may not change, a FINISHED run not asked for;
     `frameworks.RESUMERS["pytorch"]`."""
     if cfg.get("resume") in (None, ""):
         return None
     from mlflow.tracking import MlflowClient
 
+    from t4bench.tracking import flatten, resolved_config
+
     point = find(cfg)
     if point is None or not point.run_id:
         return None
-    reopen(MlflowClient(str(cfg.tracking.uri)), point.run_id, point.epoch)
-    return point.run_id
+    client = MlflowClient(str(cfg.tracking.uri))
+    run = client.get_run(point.run_id)
+    wanted = str(cfg.resume)
+    check_changes(wanted, dict(run.data.params), flatten(resolved_config(cfg, env)))
+    check_status(wanted, run, bool(cfg.get("resume_finished", False)))
+    reopen(client, point.run_id, point.epoch)
+    return run
+
+
+def _rank_and_world() -> tuple[int, int]:
+    """This process's rank and the world size under torch.distributed (0, 1 without it)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
 
 
 class EpochCheckpoints:
@@ -113,6 +198,13 @@ class EpochCheckpoints:
         if self.point is None:
             return Continued()
         loop = checkpoint.restore_trainer(self.point.payload, trainer)
+        rank, _ = _rank_and_world()
+        if rank > 0:  # this rank's own generators (the checkpoint holds rank 0's)
+            own = checkpoint.rank_rng_path(self.point.path.parent, self.point.epoch, rank)
+            if own.is_file():
+                checkpoint.restore_rng(checkpoint.read(own)["rng"])
+            else:
+                log.warning("rank %d: no RNG state saved at %s; it continues with rank 0's", rank, own)
         return Continued(
             first_epoch=int(loop["epoch"]) + 1,
             elapsed_s=float(loop.get("elapsed_s", 0.0)),
@@ -129,7 +221,12 @@ class EpochCheckpoints:
         throughputs: list[float],
         evaluations: int,
     ) -> None:
-        if not (self.every and self.is_main and epoch % self.every == 0):
+        if not (self.every and epoch % self.every == 0):
+            return
+        rank, world = _rank_and_world()
+        if not self.is_main:
+            if world > 1:
+                checkpoint.save_rank_rng(self.folder, epoch, rank, self.keep)
             return
         loop = {"elapsed_s": elapsed_s, "throughputs": list(throughputs), "evaluations": evaluations}
         checkpoint.save_trainer(

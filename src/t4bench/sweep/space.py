@@ -26,6 +26,8 @@ from hydra.core.override_parser.types import (
     RangeSweep,
 )
 
+from t4bench.errors import T4BenchError
+
 _PRIMITIVE = (bool, int, float, str, type(None))
 _SAFE_STRING = re.compile(r"^[A-Za-z_/.][\w./\-+]*$")
 
@@ -90,12 +92,34 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
+def check_sweep(override: Override) -> None:
+    """One line naming the parameter for a search range Optuna would refuse deep inside the
+    sweeper (or search without effect): empty or inverted, a log scale reaching 0, one choice."""
+    value, line = override.value(), override.input_line
+    log = "log" in getattr(value, "tags", set())
+    if isinstance(value, ChoiceSweep) and len(value.list) < 2:
+        only = format_value(value.list[0]) if value.list else "<a value>"
+        raise T4BenchError(f"{line}: one option is no search; set {override.key_or_group}={only} instead")
+    if isinstance(value, IntervalSweep) and value.start is not None and value.end is not None:
+        if not float(value.start) < float(value.end):
+            raise T4BenchError(f"{line}: empty or inverted interval; the low end must be below the high end")
+        if log and float(value.start) <= 0:
+            raise T4BenchError(f"{line}: a log scale needs a low end > 0")
+    if isinstance(value, RangeSweep) and None not in (value.start, value.stop, value.step):
+        start, stop, step = float(value.start), float(value.stop), float(value.step)  # type: ignore[arg-type]
+        if step == 0 or (stop - start) / step <= 0:
+            raise T4BenchError(f"{line}: empty range (stop is exclusive; step {value.step})")
+        if math.ceil((stop - start) / step) < 2:
+            raise T4BenchError(f"{line}: one value is no search; set {override.key_or_group}={value.start} instead")
+
+
 def _distribution(override: Override) -> tuple[Any, bool]:
     """(optuna distribution, textual?) for one sweep override."""
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
     value = override.value()
     log = "log" in getattr(value, "tags", set())
+    check_sweep(override)
     if isinstance(value, ChoiceSweep):
         choices = list(value.list)
         if all(isinstance(c, _PRIMITIVE) for c in choices):
@@ -131,7 +155,7 @@ def parse(arguments: Sequence[str], params: Mapping[str, str] | None = None) -> 
         if override.is_sweep_override():
             if key == "seed":
                 if not override.is_discrete_sweep():
-                    raise ValueError("seed= must be a list or range of seeds, e.g. seed='range(0,3)'")
+                    raise T4BenchError("seed= must be a list or range of seeds, e.g. seed='range(0,3)'")
                 space.seeds = [int(s) for s in override.sweep_string_iterator()]
                 continue
             dist, textual = _distribution(override)

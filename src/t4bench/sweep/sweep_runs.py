@@ -234,6 +234,32 @@ class OptunaSweepRuns:
         except Exception as err:  # tracking must not lose the study's accounting
             log.warning("MLflow trial run %s: %s", run_id, err)
 
+    def interrupted_seed_runs(self, study: Any, retry_of: Any) -> dict[int, str]:
+        """seed -> MLflow run of the trial `retry_of` redoes, for the seed runs that did not
+        finish and left checkpoints (`t4bench.checkpoint_dir`): the retry resumes them. A seed
+        without one is trained from scratch; its old run stays KILLED/FAILED, marked."""
+        if retry_of is None:
+            return {}
+        try:
+            old = study.trials[int(retry_of)]
+            trial_run = old.user_attrs.get(TRIAL_RUN_ATTR)
+            if not trial_run:
+                return {}
+            query = f"tags.`{mlflow_runs.PARENT}` = '{trial_run}'"
+            found = {}
+            for run in self.mlflow.search_runs([self.exp_id], filter_string=query, max_results=1000):
+                seed = run.data.params.get("seed")
+                if run.info.status == names.FINISHED or seed is None:
+                    continue
+                if names.CHECKPOINT_DIR in run.data.tags:
+                    found[int(seed)] = str(run.info.run_id)
+                else:
+                    mlflow_runs.set_tags(self.mlflow, run.info.run_id, {names.REDONE_FROM_SCRATCH: "true"})
+            return found
+        except Exception as err:  # tracking must not stop the retry: it trains from scratch
+            log.warning("trial %s: its interrupted seed runs could not be looked up (%s)", retry_of, err)
+            return {}
+
     def end_stale_trial(self, trial: Any) -> None:
         """A trial failed because its worker is gone: its runs are KILLED."""
         self.end_trial(trial.user_attrs.get(TRIAL_RUN_ATTR), names.KILLED, "FAIL")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from omegaconf import OmegaConf
@@ -47,6 +47,8 @@ class TrialRunner:
     heartbeat_interval: float
     batch_seeds: bool
     runs: OptunaSweepRuns | None
+    #: seed -> MLflow run of an interrupted trial's seed that this (retry) trial resumes
+    resumable: dict[int, str] = field(default_factory=dict)
 
     def job_overrides(self, trial: Any, seed: int, lead: bool, trial_run: str | None) -> list[str]:
         overrides = [
@@ -55,6 +57,9 @@ class TrialRunner:
             f"seed={seed}",
             f"tracking.sweep_id={quote(self.sweep_id)}",
         ]
+        resumed = self.resumable.get(seed)
+        if resumed:  # the interrupted trial's run of this seed continues from its last checkpoint
+            overrides.append(f"resume={resumed}")
         if trial_run:
             overrides += [
                 f"tracking.parent_run_id={trial_run}",
@@ -107,8 +112,11 @@ class TrialRunner:
         from optuna.trial import TrialState
 
         trial_run = None
+        self.resumable = {}
         if self.runs is not None:
-            trial_run = self.runs.start_trial(trial, self.seeds, trial.user_attrs.get(liveness.RETRY_ATTR))
+            retry_of = trial.user_attrs.get(liveness.RETRY_ATTR)
+            self.resumable = self.runs.interrupted_seed_runs(self.study, retry_of)
+            trial_run = self.runs.start_trial(trial, self.seeds, retry_of)
         log.info("trial %d: %s on seeds %s", trial.number, trial.params, self.seeds)
         try:
             with liveness.Heartbeat(trial, self.heartbeat_interval):
