@@ -4,6 +4,8 @@ run exist. Only Hydra/OmegaConf and the standard library load here.
     config    config values: types, ranges, choices, targets; what this host can hold (RULES)
     hardware  the scale exists for the model; the hardware asked for is here (hw=auto resolved)
     storage   the MLflow tracking store, the Optuna storage, the working directory are usable
+    overrides the command line against the config it composes (Hydra's errors, unread `+` keys)
+    command_line  all of the above on the whole command line, before Hydra starts (__main__)
 
 The data a benchmark reads is checked by `Benchmark.check_inputs` (t4bench.data.checks); a
 framework's own backends by its `preflight` in `t4bench.frameworks`."""

@@ -4,7 +4,7 @@ no run or sweep directory, no MLflow run, no Optuna study.
 The config is composed here as Hydra will compose it (a --multirun twice: with every searched
 parameter at the low end of its range and at the high end, so an unknown parameter or a range
 reaching a bad value is named before the study exists), then checked: Hydra's composition errors,
-`+` keys no code reads (t4bench.overrides), every config value (t4bench.preflight.config), the scale
+`+` keys no code reads (t4bench.preflight.overrides), every config value (t4bench.preflight.config), the scale
 (t4bench.preflight.hardware), a sweep's search ranges (t4bench.sweep.space), its output folder, its
 Optuna storage and the tracking store (t4bench.preflight.storage), the data files' structure (the
 benchmark's `check_inputs`). Each failure is one `T4BenchError` line.
@@ -21,10 +21,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from t4bench import overrides
 from t4bench.errors import T4BenchError
 from t4bench.preflight import config as validation
-from t4bench.preflight import hardware
+from t4bench.preflight import hardware, overrides
 from t4bench.preflight import storage as probe
 
 MULTIRUN_FLAGS = ("--multirun", "-m")

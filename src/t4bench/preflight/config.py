@@ -139,7 +139,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     # checkpoint/resume (t4bench.pytorch.checkpoint, t4bench.pytorch.resume): every N epochs (0: off), newest kept
     ("checkpoint.every", NON_NEGATIVE_INT),
     ("checkpoint.keep", POSITIVE_INT),
-    # the Optuna sweeper (checked by cli_preflight, which composes Hydra's node); n_trials=0 on an
+    # the Optuna sweeper (checked by preflight/command_line, which composes Hydra's node); n_trials=0 on an
     # existing study reports it and runs nothing
     ("hydra.sweeper.n_trials", NON_NEGATIVE_INT),
     ("hydra.sweeper.n_jobs", POSITIVE_INT),
