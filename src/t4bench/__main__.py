@@ -40,7 +40,10 @@ def rank_overrides(argv: Sequence[str], outer_rank: int) -> list[str]:
 def app(cfg: DictConfig) -> dict[str, Any]:
     try:
         from t4bench.runner import run
+        from t4bench.study_matrix import gate
 
+        if gate(cfg):  # +experiment=study_r740: a dry run printed, or a run outside its matrix refused
+            return {}
         return run(cfg, Path(HydraConfig.get().runtime.output_dir))
     except T4BenchError as err:
         print(f"t4bench: error: {err}", file=sys.stderr)

@@ -39,10 +39,7 @@ SIDE = (24, 72)
 MIN_VISIBLE = 0.4
 MIN_AREA = 24
 
-CATEGORIES = [
-    {"id": i + 1, "name": name, "supercategory": "fashion"}
-    for i, name in enumerate(fashion_mnist.CLASSES)
-]
+CATEGORIES = [{"id": i + 1, "name": name, "supercategory": "fashion"} for i, name in enumerate(fashion_mnist.CLASSES)]
 
 
 def _background(rng: np.random.Generator) -> Image.Image:
@@ -64,8 +61,9 @@ def _background(rng: np.random.Generator) -> Image.Image:
 
 
 def _scrambled(item: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    tiles = [np.rot90(item[r : r + 7, c : c + 7], int(rng.integers(4))) for r in range(0, 28, 7)
-             for c in range(0, 28, 7)]
+    tiles = [
+        np.rot90(item[r : r + 7, c : c + 7], int(rng.integers(4))) for r in range(0, 28, 7) for c in range(0, 28, 7)
+    ]
     order = rng.permutation(len(tiles))
     rows = [np.concatenate([tiles[order[r * 4 + c]] for c in range(4)], axis=1) for r in range(4)]
     return np.concatenate(rows, axis=0)
@@ -84,8 +82,9 @@ def _render(
     for kind, index in layers:
         item = items[index] if kind == "object" else _scrambled(items[index], rng)
         side = int(rng.integers(SIDE[0], SIDE[1] + 1))
-        value = np.asarray(Image.fromarray(item).resize((side, side), Image.Resampling.BILINEAR),
-                           dtype=np.float32) / 255.0
+        value = (
+            np.asarray(Image.fromarray(item).resize((side, side), Image.Resampling.BILINEAR), dtype=np.float32) / 255.0
+        )
         if rng.random() < 0.5:
             value = value[:, ::-1]
         x0, y0 = (int(v) for v in rng.integers(-side // 5, CANVAS - side + side // 5 + 1, size=2))
@@ -109,21 +108,31 @@ def _render(
             continue
         ys, xs = np.nonzero(visible)
         rle = mask_utils.encode(np.asfortranarray(visible.astype(np.uint8)))
-        annotations.append({
-            "image_id": image_id,
-            "category_id": label + 1,
-            "bbox": [int(xs.min()), int(ys.min()), int(xs.max() - xs.min() + 1), int(ys.max() - ys.min() + 1)],
-            "area": area,
-            "iscrowd": 0,
-            "segmentation": {"size": list(rle["size"]), "counts": rle["counts"].decode("ascii")},
-        })
+        annotations.append(
+            {
+                "image_id": image_id,
+                "category_id": label + 1,
+                "bbox": [int(xs.min()), int(ys.min()), int(xs.max() - xs.min() + 1), int(ys.max() - ys.min() + 1)],
+                "area": area,
+                "iscrowd": 0,
+                "segmentation": {"size": list(rle["size"]), "counts": rle["counts"].decode("ascii")},
+            }
+        )
     return np.clip(canvas, 0, 255).astype(np.uint8), annotations
 
 
 def prepare(data_root: Path) -> None:
     """Write the set under `data_root/fashion-coco` unless it is already complete."""
-    params = {"canvas": CANVAS, "splits": SPLITS, "seed": SEED, "objects": OBJECTS,
-              "distractors": DISTRACTORS, "side": SIDE, "min_visible": MIN_VISIBLE, "version": 1}
+    params = {
+        "canvas": CANVAS,
+        "splits": SPLITS,
+        "seed": SEED,
+        "objects": OBJECTS,
+        "distractors": DISTRACTORS,
+        "side": SIDE,
+        "min_visible": MIN_VISIBLE,
+        "version": 1,
+    }
 
     def build(out: Path) -> None:
         (out / "annotations").mkdir()
@@ -140,8 +149,12 @@ def prepare(data_root: Path) -> None:
                 images.append({"id": image_id, "file_name": file_name, "width": CANVAS, "height": CANVAS})
                 for ann in anns:
                     annotations.append({"id": len(annotations) + 1, **ann})
-            coco = {"info": {"description": "t4bench fashion-coco", "version": "1"},
-                    "images": images, "annotations": annotations, "categories": CATEGORIES}
+            coco = {
+                "info": {"description": "t4bench fashion-coco", "version": "1"},
+                "images": images,
+                "annotations": annotations,
+                "categories": CATEGORIES,
+            }
             (out / "annotations" / f"instances_{split}.json").write_text(json.dumps(coco))
 
     fashion_mnist.write_once(Path(data_root) / NAME, params, build)

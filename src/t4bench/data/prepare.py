@@ -2,6 +2,10 @@
 
 Each dataset module exposes `prepare(data_root)`, idempotent and deterministic. Nothing prepared
 here is committed; `scripts/setup.sh` runs this once.
+
+`python -m t4bench.data.prepare wmt16|wmt17 --from DIR [--out OUT]` turns the public WMT downloads
+(extracted under DIR) into what the GNMT / Transformer reference scale reads (`t4bench.data.wmt`,
+docs/reference_data.md); OUT defaults to where conf/model_scale/*_reference.yaml looks.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ DATASETS: dict[str, str] = {
     # data/translation/{mini,ding}: the GNMT/Transformer mini pseudo-language task and Ding pairs
     "translation": "t4bench.data.translation",
 }
+#: reference datasets made from public downloads (`--from DIR`): never part of the default "all"
+FROM_DOWNLOADS = ("wmt16", "wmt17")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,10 +40,19 @@ def main(argv: list[str] | None = None) -> int:
         default=Path(os.environ.get("T4BENCH_DATA_DIR", "data")),
         help="default: $T4BENCH_DATA_DIR or ./data",
     )
+    parser.add_argument("--from", dest="source", type=Path, help=f"{'/'.join(FROM_DOWNLOADS)}: the extracted downloads")
+    parser.add_argument("--out", type=Path, help=f"{'/'.join(FROM_DOWNLOADS)}: output directory")
+    parser.add_argument("--vocab-size", type=int, help=f"{'/'.join(FROM_DOWNLOADS)}: sentencepiece vocabulary size")
     args = parser.parse_args(argv)
-    unknown = sorted(set(args.names) - set(DATASETS))
+    known = [*DATASETS, *FROM_DOWNLOADS]
+    unknown = sorted(set(args.names) - set(known))
     if unknown:
-        parser.error(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(DATASETS)}")
+        parser.error(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(known)}")
+    reference = [n for n in args.names if n in FROM_DOWNLOADS]
+    if reference:
+        return _from_downloads(parser, args, reference)
+    if args.source or args.out or args.vocab_size:
+        parser.error(f"--from, --out and --vocab-size are for {' and '.join(FROM_DOWNLOADS)} only")
     for name in args.names or DATASETS:
         started = time.perf_counter()
         try:
@@ -58,6 +73,25 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 1
         print(f"prepared {name} in {args.data_root} ({time.perf_counter() - started:.1f}s)")
+    return 0
+
+
+def _from_downloads(parser: argparse.ArgumentParser, args: argparse.Namespace, names: list[str]) -> int:
+    from t4bench.data import wmt
+
+    if len(args.names) != 1 or args.source is None:
+        parser.error(f"{'/'.join(FROM_DOWNLOADS)} are prepared one at a time, with --from DIR")
+    name = names[0]
+    out = args.out or args.data_root / wmt.CORPORA[name].directory
+    try:
+        manifest = wmt.prepare_from(name, args.source, out, args.vocab_size)
+    except T4BenchError as err:
+        print(f"t4bench: error: prepare {name}: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"t4bench: error: prepare {name}: {err.strerror or err}: {err.filename or out}", file=sys.stderr)
+        return 1
+    print(f"prepared {name} in {out}: {manifest['train_pairs']} training pairs, {manifest['test_pairs']} test pairs")
     return 0
 
 

@@ -142,7 +142,10 @@ RULES: tuple[tuple[str, Rule], ...] = (
     # the Optuna sweeper (checked by preflight/command_line, which composes Hydra's node); n_trials=0 on an
     # existing study reports it and runs nothing
     ("hydra.sweeper.n_trials", NON_NEGATIVE_INT),
-    ("hydra.sweeper.n_jobs", POSITIVE_INT),
+    # null: hw.runs_per_gpu x GPUs (t4bench.packing)
+    ("hydra.sweeper.n_jobs", Number(integer=True, low=1, nullable=True)),
+    # null: no limit (t4bench.sweep.study)
+    ("hydra.sweeper.timeout", Number(low=0, nullable=True)),
     ("hydra.sweeper.seeds_per_trial", POSITIVE_INT),
     ("resume_finished", Flag()),
     ("model.batch_size", POSITIVE_INT),

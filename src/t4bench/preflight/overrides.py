@@ -86,7 +86,9 @@ def is_read(key: str, schema: DictConfig) -> bool:
 
     parts = key.split(".")
     for depth in range(1, len(parts) + 1):
-        node = OmegaConf.select(schema, ".".join(parts[:depth]), default=_ABSENT, throw_on_missing=False)
+        node = OmegaConf.select(
+            schema, ".".join(parts[:depth]), default=_ABSENT, throw_on_missing=False, throw_on_resolution_failure=False
+        )
         if node is _ABSENT:
             break
         if depth == len(parts):
@@ -153,7 +155,7 @@ def check_added_keys(
         key = override.key_or_group
         if key.startswith("hydra."):
             continue  # Hydra's own structured schema checks those
-        node = OmegaConf.select(schema, key, default=_ABSENT, throw_on_missing=False)
+        node = OmegaConf.select(schema, key, default=_ABSENT, throw_on_missing=False, throw_on_resolution_failure=False)
         target = _foreign_argument(key, cfg) if node is _ABSENT else None
         if target:
             raise T4BenchError(f"{override.input_line}: {target} takes no argument {key.rpartition('.')[2]!r}")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from t4bench.report import figures, presets, tables
+from t4bench.report import study as r740
 from t4bench.report.document import Document, Section, cell, pm
 from t4bench.report.query import PRICE_PARAM, RunFilter, Selection
 
@@ -221,6 +222,7 @@ def build(sel: Selection, flt: RunFilter, opts: Options, out: Path, tracking_uri
         section.paragraphs += why
         doc.sections.append(section)
         doc.sections.append(_speedup_section(ttt, opts))
+        doc.sections += r740.sections(ttt, timed, out)  # the R740 study's published figures beside these
         scale = tables.scaling(ttt)
         doc.sections.append(
             Section(
@@ -257,6 +259,7 @@ def build(sel: Selection, flt: RunFilter, opts: Options, out: Path, tracking_uri
         )
     elif len(runs):
         doc.sections.append(Section("Time to train", ["Only synthetic (throughput) runs match: no time to train."]))
+        doc.sections += r740.sections(ttt, timed, out)
     thr = tables.throughput(runs)
     if not thr.empty:
         doc.sections.append(

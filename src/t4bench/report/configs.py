@@ -15,7 +15,8 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-_EXCLUDED_PREFIXES = ("tracking.", "paths.", "checkpoint.", "hw.", "hydra.")
+# experiment.*: the run matrix an experiment (e.g. study_r740) belongs to, not how a run trains
+_EXCLUDED_PREFIXES = ("tracking.", "paths.", "checkpoint.", "hw.", "hydra.", "experiment.")
 _EXCLUDED = frozenset(
     {"seed", "progress", "model.data.path", "dist.timeout_s", "dist.max_restarts", "hparams.sweep", "hparams.heldout"}
 )
