@@ -40,7 +40,7 @@ def rank_overrides(argv: Sequence[str], outer_rank: int) -> list[str]:
 def app(cfg: DictConfig) -> dict[str, Any]:
     try:
         from t4bench.runner import run
-        from t4bench.study_matrix import gate
+        from t4bench.preflight.study_matrix import gate
 
         if gate(cfg):  # +experiment=study_r740: a dry run printed, or a run outside its matrix refused
             return {}
