@@ -39,8 +39,8 @@ def rank_overrides(argv: Sequence[str], outer_rank: int) -> list[str]:
 @hydra.main(version_base="1.3", config_path="../../conf", config_name="config")
 def app(cfg: DictConfig) -> dict[str, Any]:
     try:
-        from t4bench.runner import run
         from t4bench.preflight.study_matrix import gate
+        from t4bench.runner import run
 
         if gate(cfg):  # +experiment=study_r740: a dry run printed, or a run outside its matrix refused
             return {}
