@@ -20,7 +20,7 @@ echo "== sweep ($(date +%T), $jobs workers)"
 $PY -m t4bench --multirun "+sweeps=$sweep" "hydra.sweeper.n_jobs=$jobs" "${common[@]}" >"$work/sweep.log" 2>&1 \
   || { echo "sweep exited $?"; tail -20 "$work/sweep.log"; exit 1; }
 tail -3 "$work/sweep.log"
-validate() { $PY -m t4bench.sweep.validate --sweep-dir "$work/sweep" --seeds "$1" "tracking.uri=$uri"; }
+validate() { $PY -m t4bench.sweep.holdout --sweep-dir "$work/sweep" --seeds "$1" "tracking.uri=$uri"; }
 # validation runs one job at a time; seeds run in parts side by side, each part reusing what the
 # others finished. The first seed alone first, so the validation parent runs exist before the parts
 # look for them.

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Issue 15 measurements on one GPU, from the repo root (run by scripts/gpu_session.sh, or with src/
 # and the dependencies importable). Parts (PARTS, space-separated, default all but suite):
-#   ding      where Transformer scale=ding's first epoch goes (benchmarks/first_epoch.py, 3 epochs)
+#   ding      where Transformer scale=ding's first epoch goes (perf/first_epoch.py, 3 epochs)
 #   ncf_mini  mini NCF to its target, hw=h200: perf=default vs GPU-resident data + whole-step graph
-#   variants  perf option sets per model through the loop's Trainer (benchmarks/perf_variants.py)
-#   suite     benchmarks/gpu_suite.py (all six models; CSV written to $OUT/gpu_suite.csv after each model)
+#   variants  perf option sets per model through the loop's Trainer (perf/perf_variants.py)
+#   suite     perf/gpu_suite.py (all six models; CSV written to $OUT/gpu_suite.csv after each model)
 # Each part has its own time limit, so one hung part cannot take the others' figures with it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,13 +21,13 @@ part() { [[ " $PARTS " == *" $1 "* ]]; }
 
 if part ding; then
   echo "== ding: Transformer first epoch vs later ones"
-  timeout "${DING_LIMIT:-150}" $PY benchmarks/first_epoch.py --epochs "${DING_EPOCHS:-3}" model=transformer scale=ding "hw=$HW" ${DING_ARGS:-}
+  timeout "${DING_LIMIT:-150}" $PY perf/first_epoch.py --epochs "${DING_EPOCHS:-3}" model=transformer scale=ding "hw=$HW" ${DING_ARGS:-}
 fi
 
 if part ncf_mini; then
   echo "== ncf_mini: time to train, hw=$HW"
   for perf in ${NCF_PERFS:-default $HW}; do
-    bench=() && [[ $perf != default ]] && bench=(model.benchmark=t4bench.ncf_gpu.GpuResidentNCF)
+    bench=() && [[ $perf != default ]] && bench=(model.benchmark=t4bench.benchmarks.ncf_gpu.GpuResidentNCF)
     started=$(date +%s%N)
     timeout "${NCF_LIMIT:-120}" $PY -m t4bench model=ncf "hw=$HW" "perf=$perf" "${bench[@]}" progress=plain \
       "hydra.run.dir=$work/ncf_$perf" >"$dest/ncf_mini_$perf.log" 2>&1
@@ -42,15 +42,15 @@ if part variants; then
   F=perf.optimizer_impl=fused
   # VARIANT_MODELS (space-separated, default all four) picks which models' variants run
   vpart() { [[ " ${VARIANT_MODELS:-resnet50 transformer ssd ncf} " == *" $1 "* ]]; }
-  vpart resnet50 && timeout 200 $PY benchmarks/perf_variants.py resnet50 "" "$F" "$F perf.compile=true" \
+  vpart resnet50 && timeout 200 $PY perf/perf_variants.py resnet50 "" "$F" "$F perf.compile=true" \
     "$F perf.compile=true perf.cuda_graphs=true" "${steps[@]}"
-  vpart transformer && timeout 120 $PY benchmarks/perf_variants.py transformer "" "$F" "$F perf.compile=true" "${steps[@]}"
-  vpart ssd && timeout "${SSD_LIMIT:-100}" $PY benchmarks/perf_variants.py ssd "" "$F perf.compile=true perf.compile_modules=[backbone]" "${steps[@]}"
-  vpart ncf && timeout 60 $PY benchmarks/perf_variants.py ncf "" "$F" "$F perf.cuda_graphs=true" "${steps[@]}"
+  vpart transformer && timeout 120 $PY perf/perf_variants.py transformer "" "$F" "$F perf.compile=true" "${steps[@]}"
+  vpart ssd && timeout "${SSD_LIMIT:-100}" $PY perf/perf_variants.py ssd "" "$F perf.compile=true perf.compile_modules=[backbone]" "${steps[@]}"
+  vpart ncf && timeout 60 $PY perf/perf_variants.py ncf "" "$F" "$F perf.cuda_graphs=true" "${steps[@]}"
 fi
 
 if part suite; then
   echo "== suite"
   # shellcheck disable=SC2086  # SUITE_ARGS is a word list on purpose
-  timeout "${SUITE_LIMIT:-560}" $PY benchmarks/gpu_suite.py --hw "$HW" --csv "$dest/gpu_suite.csv" ${SUITE_ARGS:-}
+  timeout "${SUITE_LIMIT:-560}" $PY perf/gpu_suite.py --hw "$HW" --csv "$dest/gpu_suite.csv" ${SUITE_ARGS:-}
 fi

@@ -7,7 +7,7 @@
 #   GIT_COMMIT=$(git rev-parse HEAD) bash scripts/gpu_session.sh scripts/gpu_smoke.sh
 # CSV columns: case, model, command, exit, outcome, epochs, time_to_train_s, throughput,
 # throughput_unit, peak_gpu_memory_gib, wall_s, gpu, git_commit. Written to $SMOKE_CSV (default
-# $RESULTS/gpu_smoke.csv); commit it as benchmarks/results/gpu_smoke_<gpu>.csv. CASES picks cases.
+# $RESULTS/gpu_smoke.csv); commit it as perf/results/gpu_smoke_<gpu>.csv. CASES picks cases.
 # The runs go one after another, alone on the GPU, so their seconds are the GPU's own.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -4,7 +4,7 @@
 # (a) scale=ding GNMT and Transformer trained to their BLEU targets through `python -m t4bench`
 #     (conf/model_scale/*_ding.yaml), BLEU per epoch printed;
 # (b) synthetic reference-size throughput of both, t4bench vs a bare PyTorch loop, bf16 and fp32
-#     (benchmarks/translation_throughput.py).
+#     (perf/translation_throughput.py).
 # Everything lands in $OUT/t4bench_gpu_translation (MLflow sqlite store, logs); a figures table
 # comes last. About 5-8 minutes on one H200. DING_EPOCHS caps the ding runs (default: the configs').
 # Extra arguments go to both ding runs, e.g. model.target.bleu=99 max_epochs=30 to see the plateau;
@@ -42,7 +42,7 @@ done
 
 echo "== (b) synthetic reference size: t4bench vs bare loop ($STEPS steps)"
 read -r -a throughput_args <<<"${THROUGHPUT_ARGS:-}"
-$PY benchmarks/translation_throughput.py "hw=$HW" --precisions bf16,fp32 --json "$dest/throughput.json" \
+$PY perf/translation_throughput.py "hw=$HW" --precisions bf16,fp32 --json "$dest/throughput.json" \
   "input.steps=$STEPS" "input.warmup_steps=${WARMUP_STEPS:-10}" "${throughput_args[@]}" 2>&1 | tail -12
 
 echo "== figures"

@@ -2,7 +2,7 @@
 # Vision benchmarks on a CUDA host (issue 3), from the repo root with `import t4bench` working:
 #   bash scripts/gpu_vision.sh                 (hw=h200, bf16; HW=a100 etc. for other profiles)
 # 1. synthetic training throughput at reference size, t4bench vs a bare PyTorch loop of the same
-#    model/batch/precision/optimizer (benchmarks/vision_throughput.py), printed as a table
+#    model/batch/precision/optimizer (perf/vision_throughput.py), printed as a table
 # 2. the SSD and Mask R-CNN mini runs on the GPU (bf16 training and COCOeval evaluation on CUDA,
 #    which synthetic mode does not exercise); needs data/fashion-coco (carry it from the CPU
 #    machine, 54 MB) and is skipped with a note without it. MINI=0 skips it.
@@ -17,7 +17,7 @@ mkdir -p "$dest"
 started=$SECONDS
 
 echo "== 1. synthetic throughput at reference size (hw=$HW, bf16, $STEPS steps after $WARMUP warm-up)"
-$PY benchmarks/vision_throughput.py --device cuda --hw "$HW" --steps "$STEPS" --warmup "$WARMUP" \
+$PY perf/vision_throughput.py --device cuda --hw "$HW" --steps "$STEPS" --warmup "$WARMUP" \
   --out "$dest/throughput" 2>&1 | tail -12
 echo "(section 1 done at $((SECONDS - started)) s)"
 

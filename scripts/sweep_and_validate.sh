@@ -14,4 +14,4 @@ if [[ ! -f "sweeps/${sweep}.yaml" ]]; then
 fi
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 python -m t4bench --multirun "+sweeps=${sweep}" hydra.sweeper.n_jobs=2
-python -m t4bench.sweep.validate --sweep-dir "multirun/sweeps/${sweep}" --seeds "${seeds}"
+python -m t4bench.sweep.holdout --sweep-dir "multirun/sweeps/${sweep}" --seeds "${seeds}"

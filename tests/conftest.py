@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -43,6 +43,44 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def tracking_uri(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+
+def run_cli(
+    *args: str,
+    store: Path | None = None,
+    module: str = "t4bench",
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 600,
+) -> subprocess.CompletedProcess[str]:
+    """`python -m <module> <args>` in a fresh interpreter (text output captured), as a user runs it:
+    this checkout's sources, the mini data, one thread, and with `store` its own MLflow store
+    (sqlite:///<store>/mlflow.db) and Hydra output folders under `store` unless `args` name them.
+    `env` adds to or overrides the environment; `cwd` defaults to `store`."""
+    full_env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
+        "T4BENCH_DATA_DIR": str(DATA_ROOT),
+        "OMP_NUM_THREADS": "1",
+    }
+    argv = list(args)
+    if store is not None:
+        full_env["MLFLOW_TRACKING_URI"] = f"sqlite:///{store / 'mlflow.db'}"
+        if module == "t4bench":
+            argv += [
+                f"hydra.{d}.dir={store / d}"
+                for d in ("run", "sweep")
+                if not any(a.startswith(f"hydra.{d}.dir=") for a in args)
+            ]
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", module, *argv],
+        cwd=cwd or store,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 RunT4bench = Callable[..., subprocess.CompletedProcess[str]]

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from t4bench import cli_preflight, overrides
 from t4bench.errors import T4BenchError
+from t4bench.preflight import command_line, overrides
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_ROOT = Path(os.environ.get("T4BENCH_DATA_DIR", REPO / "data")).resolve()
@@ -164,14 +164,14 @@ def test_multirun_with_a_dead_tracking_server(tmp_path: Path, store: Path) -> No
 )
 def test_legitimate_command_lines_pass(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    cli_preflight.check(args)
+    command_line.check(args)
     assert list(tmp_path.iterdir()) == []  # checked, nothing made
 
 
 @pytest.mark.parametrize("sweep", sorted(p.stem for p in (REPO / "sweeps").glob("*.yaml")))
 def test_every_shipped_sweep_passes(sweep: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    cli_preflight.check(["--multirun", f"+sweeps={sweep}"])
+    command_line.check(["--multirun", f"+sweeps={sweep}"])
 
 
 def test_closest_key() -> None:
@@ -183,7 +183,7 @@ def test_closest_key() -> None:
 
 def test_unread_plus_key_in_process() -> None:
     with pytest.raises(T4BenchError, match=r"\+model.lrr=1: no t4bench code reads model.lrr"):
-        cli_preflight.check(["+model.lrr=1"])
+        command_line.check(["+model.lrr=1"])
 
 
 def _can_mount() -> bool:

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from t4bench import probe, validation
 from t4bench.errors import T4BenchError
+from t4bench.preflight import config as validation
+from t4bench.preflight import storage as probe
 
 REPO = Path(__file__).resolve().parents[1]
 

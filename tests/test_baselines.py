@@ -3,17 +3,14 @@ the warnings when a target is no better or an epoch is a handful of steps."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import DATA_ROOT, run_cli
 
 from t4bench import baselines
 from t4bench.data import movielens
-
-REPO = Path(__file__).resolve().parents[1]
-DATA_ROOT = Path(os.environ.get("T4BENCH_DATA_DIR", REPO / "data")).resolve()
 
 
 def test_popularity_ranking_by_hand() -> None:
@@ -68,36 +65,17 @@ def test_few_steps_warning() -> None:
 @pytest.mark.skipif(not (DATA_ROOT / "movielens-100k" / movielens.ML100K_FILE).is_file(), reason="ml-100k not prepared")
 def test_run_logs_trivial_quality_and_warns(tmp_path: Path) -> None:
     """A real NCF run with a target under the popularity ranker and four steps per epoch."""
-    import subprocess
-    import sys
-
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "MLFLOW_TRACKING_URI": uri,
-        "T4BENCH_DATA_DIR": str(DATA_ROOT),
-        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
-    }
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "t4bench",
-            "progress=plain",
-            "hw.telemetry.enabled=false",
-            "max_epochs=1",
-            "model.target.hr_at_10=0.3",
-            "model.batch_size=131072",
-            f"hydra.run.dir={tmp_path / 'out'}",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    proc = run_cli(
+        "progress=plain",
+        "hw.telemetry.enabled=false",
+        "max_epochs=1",
+        "model.target.hr_at_10=0.3",
+        "model.batch_size=131072",
+        f"hydra.run.dir={tmp_path / 'out'}",
+        store=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     output = proc.stdout + proc.stderr

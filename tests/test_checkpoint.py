@@ -1,4 +1,4 @@
-"""Checkpoints (t4bench.checkpoint) with real tensors and files: a resumed training continues
+"""Checkpoints (t4bench.pytorch.checkpoint) with real tensors and files: a resumed training continues
 bit-for-bit, RNGs included; files are replaced atomically; damaged files are one clear error."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 import torch
 from torch import nn
 
-from t4bench import checkpoint
-from t4bench.checkpoint import CheckpointError
+from t4bench.pytorch import checkpoint
+from t4bench.pytorch.checkpoint import CheckpointError
 
 
 def _setup(seed: int = 0) -> tuple[nn.Module, torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
@@ -172,9 +172,9 @@ def test_trainer_resume_matches_uninterrupted(tmp_path: Path) -> None:
     from hydra import compose, initialize_config_dir
 
     from t4bench.benchmarks.ncf import NCFBenchmark
-    from t4bench.context import RunContext
     from t4bench.progress import ProgressReporter
-    from t4bench.trainer import Trainer
+    from t4bench.pytorch.context import RunContext
+    from t4bench.pytorch.trainer import Trainer
 
     repo = Path(__file__).resolve().parents[1]
     data_root = Path(os.environ.get("T4BENCH_DATA_DIR", repo / "data")).resolve()
@@ -233,7 +233,7 @@ def _run_cfg(tmp_path: Path, **overrides: object):  # type: ignore[no-untyped-de
 def test_resume_refuses_another_setup_and_reopens_the_run(tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 
-    from t4bench import resume
+    from t4bench.pytorch import resume
 
     cfg = _run_cfg(tmp_path)
     assert resume.find(cfg) is None

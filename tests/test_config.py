@@ -13,7 +13,7 @@ from conftest import CONF_DIR, REPO, compose
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from t4bench import preflight
+from t4bench.preflight import hardware as preflight
 
 MODELS = sorted(path.stem for path in (CONF_DIR / "model").glob("*.yaml"))
 HW_PROFILES = sorted(path.stem for path in (CONF_DIR / "hw").glob("*.yaml"))
@@ -69,7 +69,7 @@ def test_unknown_model_lists_the_choices() -> None:
 
 
 def test_scales_a_model_defines() -> None:
-    from t4bench import preflight
+    from t4bench.preflight import hardware as preflight
 
     assert preflight.available_scales("ncf") == ["mini", "reference"]
     assert preflight.available_scales("gnmt") == ["mini", "ding", "reference"]

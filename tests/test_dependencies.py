@@ -1,5 +1,5 @@
 """pyproject.toml declares what the code imports: src/ imports only run-time dependencies (the
-TensorFlow backend its extra), tests/benchmarks/scripts also the test extra; the default install
+TensorFlow backend its extra), tests/perf/scripts also the test extra; the default install
 stays PyTorch-only and carries no test tools."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from conftest import REPO
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-#: first-party packages, and the local helper modules benchmarks/ and tests/ import by name
+#: first-party packages, and the local helper modules perf/ and tests/ import by name
 FIRST_PARTY = {"t4bench", "hydra_plugins", "conftest", "tests"}
 #: imported but not installable from pyproject.toml: Horovod is built by scripts/build_horovod.sh
 BUILT_SEPARATELY = {"horovod"}
@@ -75,7 +75,7 @@ def test_src_imports_only_declared_runtime_packages() -> None:
     assert not undeclared(REPO / "src", RUNTIME | EXTRAS["tensorflow"]), "declare these in [project] dependencies"
 
 
-@pytest.mark.parametrize("folder", ["tests", "benchmarks", "scripts"])
+@pytest.mark.parametrize("folder", ["tests", "perf", "scripts"])
 def test_tools_import_only_declared_packages(folder: str) -> None:
     declared = RUNTIME.union(*EXTRAS.values())  # a tool may need any declared extra
     assert not undeclared(REPO / folder, declared), "declare these in dependencies or the test extra"

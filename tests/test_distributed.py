@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, all_runs
 
-from t4bench import distributed
 from t4bench.__main__ import rank_overrides
+from t4bench.pytorch import distributed
 
 FAST = ("max_epochs=1", "model.batch_size=4096", "progress=plain")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from conftest import compose
 
-from t4bench import emulation, optim
+from t4bench import emulation
 from t4bench import schedule as schedules
 from t4bench.errors import T4BenchError
 
@@ -14,13 +14,13 @@ TRAIN = 50_000
 
 
 def lr_per_step(overrides: list[str], world_size: int, emulate: bool) -> tuple[float, list[float], int]:
-    """(base LR, LR factor at each step of 3 epochs, steps per epoch) as t4bench.trainer computes
+    """(base LR, LR factor at each step of 3 epochs, steps per epoch) as t4bench.pytorch.trainer computes
     them for a run of `world_size` ranks (after emulation.apply where `emulate`)."""
     cfg = compose(overrides)
     if emulate:
         emulation.apply(cfg, ranks=1)
     global_batch = int(cfg.model.batch_size) * world_size  # trainer.Trainer.global_batch
-    base = optim.base_lr(cfg.model.optimizer, global_batch, int(cfg.model.schedule.ref_batch_size))
+    base = schedules.base_lr(cfg.model.optimizer, global_batch, int(cfg.model.schedule.ref_batch_size))
     schedule = schedules.from_config(cfg.model.schedule, TRAIN)
     per_rank = -(-TRAIN // world_size)  # DistributedSampler: each rank's share
     steps_per_epoch = -(-per_rank // int(cfg.model.batch_size))

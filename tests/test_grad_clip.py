@@ -1,11 +1,11 @@
 """model.optimizer.clip_grad_norm: the step that clips the gradients' global norm before the
-optimizer moves (t4bench.distributed.clipped_scaler_step), on a real model and optimizer."""
+optimizer moves (t4bench.pytorch.distributed.clipped_scaler_step), on a real model and optimizer."""
 
 from __future__ import annotations
 
 import torch
 
-from t4bench import distributed
+from t4bench.pytorch import distributed
 
 
 def _update_norm(max_norm: float | None) -> float:

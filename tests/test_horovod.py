@@ -106,9 +106,10 @@ def _fp16_step_rank(out_dir: Path) -> None:
     import torch
     from omegaconf import OmegaConf
 
-    from t4bench import distributed, launch, run_env
-    from t4bench.context import RunContext
-    from t4bench.trainer import Trainer
+    from t4bench import run_env
+    from t4bench.pytorch import distributed, launch
+    from t4bench.pytorch.context import RunContext
+    from t4bench.pytorch.trainer import Trainer
 
     cfg = OmegaConf.create(
         {

@@ -11,8 +11,8 @@ import pytest
 from conftest import CONF_DIR, all_runs, compose
 from omegaconf import OmegaConf
 
-from t4bench import validation
 from t4bench.errors import T4BenchError
+from t4bench.preflight import config as validation
 
 PRESETS = sorted((CONF_DIR / "model_hparams").glob("*_tuned.yaml"))
 

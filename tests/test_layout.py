@@ -1,9 +1,12 @@
 """The source layout rules of the team standards, checked on the files themselves: imports among
-the modules under src/ flow one way (no cycle), and no file there is over 400 lines."""
+the modules under src/ flow one way (no cycle, type-only imports included), no file there is over
+400 lines, the package's top level is the framework-free core (torch only in the pytorch/ wing),
+and every MLflow name the code writes is spelled once, in mlflow_names.py."""
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,30 +33,34 @@ def is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def executed_imports(body: list[ast.stmt], deferred: bool) -> Iterator[ast.Import | ast.ImportFrom]:
+def executed_imports(
+    body: list[ast.stmt], deferred: bool, type_only: bool = False
+) -> Iterator[ast.Import | ast.ImportFrom]:
     """The imports of a module that run when it is imported: at its top level, in top-level blocks
-    and class bodies; with `deferred` also those in functions (they run later, when called).
-    Never those under `if TYPE_CHECKING:`."""
+    and class bodies; with `deferred` also those in functions (they run later, when called); with
+    `type_only` also those under `if TYPE_CHECKING:` (they run for the type checker)."""
     for node in body:
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield node
         elif isinstance(node, ast.If):
-            if not is_type_checking(node.test):
-                yield from executed_imports(node.body, deferred)
-            yield from executed_imports(node.orelse, deferred)
+            if type_only or not is_type_checking(node.test):
+                yield from executed_imports(node.body, deferred, type_only)
+            yield from executed_imports(node.orelse, deferred, type_only)
         elif isinstance(node, ast.Try):
             for block in (node.body, *(handler.body for handler in node.handlers), node.orelse, node.finalbody):
-                yield from executed_imports(block, deferred)
+                yield from executed_imports(block, deferred, type_only)
         elif isinstance(node, RUN_WITH_THE_MODULE):
-            yield from executed_imports([*node.body, *getattr(node, "orelse", [])], deferred)
+            yield from executed_imports([*node.body, *getattr(node, "orelse", [])], deferred, type_only)
         elif deferred and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            yield from executed_imports(node.body, deferred)
+            yield from executed_imports(node.body, deferred, type_only)
 
 
-def imported_modules(name: str, path: Path, known: set[str], deferred: bool) -> Iterator[tuple[str, int]]:
+def imported_modules(
+    name: str, path: Path, known: set[str], deferred: bool, type_only: bool = False
+) -> Iterator[tuple[str, int]]:
     """(module under src/, line) for each import `executed_imports` finds in `name` that names one."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in executed_imports(ast.parse(path.read_text(), str(path)).body, deferred):
+    for node in executed_imports(ast.parse(path.read_text(), str(path)).body, deferred, type_only):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         else:
@@ -68,15 +75,18 @@ def imported_modules(name: str, path: Path, known: set[str], deferred: bool) -> 
                 yield target, node.lineno
 
 
-def import_graph(root: Path = SRC, deferred: bool = False) -> tuple[dict[str, set[str]], dict[tuple[str, str], int]]:
+def import_graph(
+    root: Path = SRC, deferred: bool = False, type_only: bool = False
+) -> tuple[dict[str, set[str]], dict[tuple[str, str], int]]:
     """module -> the modules under `root` it imports (when imported; with `deferred` also later,
-    in its functions); (module, target) -> the line of the import."""
+    in its functions; with `type_only` also for the type checker); (module, target) -> the line
+    of the import."""
     modules = source_modules(root)
     known = set(modules)
     graph: dict[str, set[str]] = {name: set() for name in modules}
     lines: dict[tuple[str, str], int] = {}
     for name, path in modules.items():
-        for target, line in imported_modules(name, path, known, deferred):
+        for target, line in imported_modules(name, path, known, deferred, type_only):
             graph[name].add(target)
             lines.setdefault((name, target), line)
     return graph, lines
@@ -141,6 +151,9 @@ def test_the_import_graph_sees_what_runs_at_import_time(tmp_path: Path) -> None:
     assert cycles(graph) == [["pkg.a", "pkg.sub.d"]]
     later, _ = import_graph(tmp_path, deferred=True)
     assert later["pkg.c"] == {"pkg.a"}  # the function's import; TYPE_CHECKING's still not
+    typed, typed_lines = import_graph(tmp_path, deferred=True, type_only=True)
+    assert typed["pkg.c"] == {"pkg.a"} and typed_lines["pkg.c", "pkg.a"] == 3  # now TYPE_CHECKING's
+    assert cycles(typed) == [["pkg.a", "pkg.b", "pkg.c", "pkg.sub.d"]]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     # and the real sources do import each other
     real, _ = import_graph()
@@ -175,3 +188,99 @@ def test_no_source_file_over_400_lines() -> None:
     assert sizes, f"no sources under {SRC}"
     too_long = {str(path): count for path, count in sorted(sizes.items()) if count > MAX_LINES}
     assert not too_long, f"files over {MAX_LINES} lines: {too_long}"
+
+
+def test_imports_flow_one_way_even_counting_type_only_imports() -> None:
+    # an import under `if TYPE_CHECKING:` is still an arrow a reader follows: sweep.holdout <->
+    # sweep.study was one (issue 23)
+    graph, lines = import_graph(deferred=True, type_only=True)
+    assert not cycles(graph), "import cycles, TYPE_CHECKING imports included:\n" + describe(graph, lines)
+
+
+#: the framework-free core may have at most this many modules directly under src/t4bench/
+MAX_TOP_LEVEL = 30
+#: frameworks: what no module of the core imports when it is imported
+FRAMEWORK_MODULES = ("torch", "torchvision", "tensorflow", "keras")
+
+
+def test_the_top_level_is_the_framework_free_core() -> None:
+    top = sorted((SRC / "t4bench").glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL, f"{len(top)} modules directly under src/t4bench/: {[p.name for p in top]}"
+    loaded = {}
+    for path in top:
+        for node in executed_imports(ast.parse(path.read_text(), str(path)).body, deferred=False):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            hits = [n for n in names if n.split(".")[0] in FRAMEWORK_MODULES]
+            if hits:
+                loaded[f"{path.name}:{node.lineno}"] = hits
+    assert not loaded, f"framework imports at module level outside pytorch/ and tf/: {loaded}"
+
+
+def test_no_loop_function_over_60_lines() -> None:
+    # the MLPerf cadence and the two loops that adapt it stay readable at a glance
+    too_long = {}
+    for rel in ("t4bench/cadence.py", "t4bench/pytorch/loop.py", "t4bench/tf/loop.py"):
+        tree = ast.parse((SRC / rel).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > 60:
+                    too_long[f"{rel}:{node.name}"] = length
+    assert not too_long, f"functions over 60 lines: {too_long}"
+
+
+def source_modules_and_attributes() -> set[str]:
+    """Every module under src/ by dotted name, and `module.name` for its top-level definitions."""
+    found = set()
+    for name, path in source_modules(SRC).items():
+        found.add(name)
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef | ast.ClassDef):
+                found.add(f"{name}.{node.name}")
+    return found
+
+
+def string_literals(tree: ast.AST) -> Iterator[tuple[str, int]]:
+    """(text, line) of each string literal and of each f-string's leading text; docstrings and
+    other bare string statements excluded."""
+    bare = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+            bare.update(id(part) for part in node.values)
+            yield str(node.values[0].value), node.lineno
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in bare:
+            yield node.value, node.lineno
+
+
+def mlflow_name_literals(root: Path, modules: set[str]) -> list[str]:
+    """`file:line text` of each literal under `root` that spells a t4bench MLflow name: it starts
+    with `t4bench.` and does not name a module or a module's function or class
+    (`t4bench.pytorch.rank:join`, `-m t4bench.report`: a tag equal to a module's name, as
+    `t4bench.report` is, passes unseen)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "mlflow_names.py":
+            continue
+        for text, line in sorted(string_literals(ast.parse(path.read_text(), str(path))), key=lambda hit: hit[1]):
+            head = re.match(r"t4bench(\.\w+)+", text)
+            module_path = head is not None and head.group(0) in modules and not text[head.end() :].startswith(".")
+            if text.startswith("t4bench.") and not module_path:
+                found.append(f"{path.relative_to(root)}:{line} {text!r}")
+    return found
+
+
+def test_mlflow_names_are_spelled_only_in_mlflow_names(tmp_path: Path) -> None:
+    modules = source_modules_and_attributes()
+    found = mlflow_name_literals(SRC, modules)
+    assert not found, "use the mlflow_names constant:\n" + "\n".join(found)
+    # and the check finds what it is for (a tag, an f-string prefix), but not module paths or docs
+    (tmp_path / "probe.py").write_text(
+        '"""t4bench.model in a docstring."""\n'
+        'TAG = "t4bench.sweep_role"\n'
+        'tags = {f"t4bench.perf.{key}": 1 for key in "ab"}\n'
+        'ENTRY = "t4bench.pytorch.rank:join"\n'
+        'cmd = ["-m", "t4bench.sweep.holdout"]\n'
+    )
+    found = mlflow_name_literals(tmp_path, modules)
+    assert found == ["probe.py:2 't4bench.sweep_role'", "probe.py:3 't4bench.perf.'"], found

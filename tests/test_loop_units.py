@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from t4bench.divergence import Diverged, DivergenceGuard, DivergenceRule
+from t4bench.cadence import evaluation_points, evaluations_per_epoch
 from t4bench.errors import T4BenchError
-from t4bench.loop import evaluation_points, evaluations_per_epoch
+from t4bench.pytorch.divergence import Diverged, DivergenceGuard, DivergenceRule
 
 
 def test_eval_every_is_one_over_a_whole_number() -> None:

@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import run_cli
 from mlflow.tracking import MlflowClient
 
 from t4bench import experiments, system_metrics
 from t4bench.tracking import RunTracker
 
-REPO = Path(__file__).resolve().parents[1]
-DATA_ROOT = Path(os.environ.get("T4BENCH_DATA_DIR", REPO / "data")).resolve()
 EXPERIMENT = "t4bench-ncf"
 SEEDS = (1, 2)
 
@@ -33,19 +32,11 @@ SEEDS = (1, 2)
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A store made by a real 2-seed NCF mini multirun (a sweep parent and two training runs)."""
     root = tmp_path_factory.mktemp("mlflow_ui")
-    env = {
-        **os.environ,
-        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-        "T4BENCH_DATA_DIR": str(DATA_ROOT),
-        "OMP_NUM_THREADS": "1",
-        # MLflow's own knob: one-epoch minis train for ~2 s, the default 2 s would log one sample
-        "MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL": "0.5",
-    }
+    # MLflow's own knob: one-epoch minis train for ~2 s, the default 2 s would log one sample
+    env = {"MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL": "0.5"}
     seeds = ",".join(map(str, SEEDS))
     argv = ["--multirun", "model=ncf", "max_epochs=1", f"seed={seeds}", "progress=off", f"hydra.sweep.dir={root}/sweep"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "t4bench", *argv], cwd=root, env=env, capture_output=True, text=True, timeout=600
-    )
+    proc = run_cli(*argv, store=root, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return root
 
@@ -238,17 +229,9 @@ def test_system_metrics_interval_from_the_config() -> None:
 
 
 def test_a_bad_interval_is_one_line_before_any_run(tmp_path: Path) -> None:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "T4BENCH_DATA_DIR": str(DATA_ROOT)}
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     overrides = ["max_epochs=1", "tracking.system_metrics_interval_s=often", f"tracking.uri={uri}"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "t4bench", *overrides, f"hydra.run.dir={tmp_path / 'run'}"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_cli(*overrides, store=tmp_path, timeout=300)
     assert proc.returncode == 2, proc.stderr[-2000:]
     # (MLflow itself logs two INFO lines when it makes the new store)
     assert "Traceback" not in proc.stderr

@@ -1,4 +1,4 @@
-"""The `perf` options (t4bench.perf, perf_step) and the GPU-resident NCF sampler, on the CPU."""
+"""The `perf` options (t4bench.pytorch.perf, perf_step) and the GPU-resident NCF sampler, on the CPU."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from t4bench.context import RunContext
+from t4bench.benchmarks.ncf_gpu import GpuNegativeSampler
 from t4bench.data.movielens import LeaveOneOut
-from t4bench.ncf_gpu import GpuNegativeSampler
-from t4bench.perf import PerfConfigError, PerfOptions
-from t4bench.perf_step import build_step, prefetched
+from t4bench.pytorch.context import RunContext
+from t4bench.pytorch.perf import PerfConfigError, PerfOptions
+from t4bench.pytorch.perf_step import build_step, prefetched
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 CPU = torch.device("cpu")

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from t4bench.context import RunContext
-from t4bench.perf import PerfOptions
-from t4bench.perf_step import GraphStep, build_step, prefetched
+from t4bench.pytorch.context import RunContext
+from t4bench.pytorch.perf import PerfOptions
+from t4bench.pytorch.perf_step import GraphStep, build_step, prefetched
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

@@ -60,7 +60,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
             uri,
         )
     _run(["-m", "t4bench", *common, "seed=0", "hw.count=2", f"hydra.run.dir={root / 'run2'}"], root, uri)
-    # a held-out validation's two sets, tagged as `t4bench.sweep.validate` tags them
+    # a held-out validation's two sets, tagged as `t4bench.sweep.holdout` tags them
     for name, extra in VALIDATION_SETS.items():
         _run(
             [

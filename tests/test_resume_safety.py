@@ -141,7 +141,7 @@ def test_rank_rng_file_round_trip(tmp_path: Path) -> None:
     import numpy as np
     import torch
 
-    from t4bench import checkpoint
+    from t4bench.pytorch import checkpoint
 
     for epoch in (1, 2, 3):
         random.seed(epoch)

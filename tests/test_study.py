@@ -154,7 +154,7 @@ def _t4bench(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_experiment_matrix_dry_run_and_refusal(tmp_path: Path) -> None:
     from omegaconf import OmegaConf
 
-    from t4bench.study_matrix import expand
+    from t4bench.preflight.study_matrix import expand
 
     raw = OmegaConf.load(REPO / "conf" / "experiment" / "study_r740.yaml")
     runs = expand(OmegaConf.to_container(raw.experiment.matrix))  # type: ignore[arg-type]

@@ -303,7 +303,7 @@ def test_held_out_validation_reports_both_arms_with_statistics(
     two_worker_sweep: tuple[Path, str], tmp_path: Path
 ) -> None:
     sweep_dir, uri = two_worker_sweep
-    cmd = [sys.executable, "-m", "t4bench.sweep.validate", "--sweep-dir", str(sweep_dir)]
+    cmd = [sys.executable, "-m", "t4bench.sweep.holdout", "--sweep-dir", str(sweep_dir)]
     # seeds the sweep tuned on (0, 1) are refused in one line
     refused = subprocess.run([*cmd, "--seeds", "1-2", "--dry-run"], capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "used while tuning" in refused.stderr

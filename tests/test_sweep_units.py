@@ -17,7 +17,7 @@ import pytest
 
 from t4bench.sweep import space, stats
 from t4bench.sweep.objective import RobustObjective
-from tests.conftest import REPO
+from tests.conftest import REPO, run_cli
 
 
 def test_olympic_mean_and_describe() -> None:
@@ -211,12 +211,7 @@ def test_validate_rejects_bad_input_in_one_line(tmp_path: Path) -> None:
         (["--sweep-dir", str(tmp_path), "--study", "other"], "no study 'other'"),
     ]
     for args, message in cases:
-        proc = subprocess.run(
-            [sys.executable, "-m", "t4bench.sweep.validate", *args, "--dry-run"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        proc = run_cli(*args, "--dry-run", module="t4bench.sweep.holdout", timeout=120)
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
 
@@ -275,7 +270,7 @@ def test_compare_arms_uses_scipy_and_the_goal_separates_real_gains() -> None:
 
 
 def test_validation_report_tables_and_goal_lines(tmp_path: Path) -> None:
-    from t4bench.sweep import validation_report as validate
+    from t4bench.sweep.holdout import report as validate
 
     arms = {
         "tuned": {
@@ -318,21 +313,12 @@ def test_seed_sweep_reusing_another_sweeps_id_fails_in_one_line(tmp_path: Path) 
     exp = client.create_experiment("t4bench-ncf")
     old = mlflow_runs.get_or_create_parent(client, exp, "shared", "seeds", "sweep-old", identity="seeds:/elsewhere")
     client.set_terminated(old, status="FINISHED")
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "t4bench",
-            "--multirun",
-            "seed=0,1",
-            "tracking.sweep_id=shared",
-            f"hydra.sweep.dir={tmp_path / 'sweep'}",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
+    proc = run_cli(
+        "--multirun",
+        "seed=0,1",
+        "tracking.sweep_id=shared",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        store=tmp_path,
         timeout=300,
     )
     assert proc.returncode == 2, proc.stderr[-3000:]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -29,14 +28,13 @@ from torchvision.models import resnet50
 from t4bench import run_env
 from t4bench import schedule as torch_schedules
 from t4bench.benchmarks.resnet_parts import ResNetClassifier, trunk_from_cfg
-from t4bench.errors import DatasetMissingError, T4BenchError
-from t4bench.launch import RanksFailed
+from t4bench.errors import DatasetMissingError, RanksFailed, T4BenchError
 from t4bench.run_env import RunEnvironment
 from t4bench.tf import launch as tf_launch
 from t4bench.tf import schedule as tf_schedules
 from t4bench.tf.rank import settings_for
 from tests import tf_launch_helpers
-from tests.conftest import CONF_DIR, REPO
+from tests.conftest import CONF_DIR, REPO, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -237,15 +235,7 @@ def test_gpu_ranks_run_in_this_process() -> None:
 
 
 def _t4bench(*overrides: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}", "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "t4bench", *overrides, f"hydra.run.dir={tmp_path / 'run'}"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_cli(*overrides, store=tmp_path, cwd=REPO, timeout=300)
 
 
 @pytest.mark.parametrize(
@@ -266,15 +256,7 @@ def test_what_tensorflow_cannot_run_fails_in_one_line(overrides: list[str], mess
 def test_several_replicas_in_one_process(tmp_path: Path) -> None:
     # the GPU path (MirroredStrategy over a host's devices) on two logical CPUs, in its own
     # process: logical devices must be set before TensorFlow starts
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.tf_mirrored_check", str(tmp_path)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_cli(str(tmp_path), module="tests.tf_mirrored_check", cwd=REPO, env={"TF_CPP_MIN_LOG_LEVEL": "2"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     facts = json.loads(proc.stdout.strip().splitlines()[-1])
     assert facts["replicas"] == 2 and facts["global_batch"] == 8

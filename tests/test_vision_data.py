@@ -12,9 +12,9 @@ import torch
 from omegaconf import OmegaConf
 from PIL import Image
 
-from t4bench.context import RunContext
 from t4bench.data import coco, fashion_coco, fashion_folder, fashion_mnist
 from t4bench.errors import DatasetMissingError
+from t4bench.pytorch.context import RunContext
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 HAVE_FASHION = (fashion_mnist.source_dir() / "train-images-idx3-ubyte.gz").is_file()

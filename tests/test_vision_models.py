@@ -9,7 +9,7 @@ import torch
 import torchvision
 from omegaconf import OmegaConf
 
-from t4bench.context import RunContext
+from t4bench.pytorch.context import RunContext
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 

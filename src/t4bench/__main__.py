@@ -15,8 +15,10 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from t4bench import cli_preflight, overrides, probe, run_env
+from t4bench import run_env
 from t4bench.errors import RunTerminated, T4BenchError
+from t4bench.preflight import command_line, overrides
+from t4bench.preflight import storage as probe
 
 #: what ranks > 0 of an outer launcher add to their command line: no `.hydra/` record and no job
 #: log file, so Hydra's output directory is written once (by rank 0), not once per rank
@@ -38,8 +40,8 @@ def rank_overrides(argv: Sequence[str], outer_rank: int) -> list[str]:
 @hydra.main(version_base="1.3", config_path="../../conf", config_name="config")
 def app(cfg: DictConfig) -> dict[str, Any]:
     try:
+        from t4bench.preflight.study_matrix import gate
         from t4bench.runner import run
-        from t4bench.study_matrix import gate
 
         if gate(cfg):  # +experiment=study_r740: a dry run printed, or a run outside its matrix refused
             return {}
@@ -58,13 +60,13 @@ def main() -> None:
         rank = run_env.launched_rank()
         probe.working_dir(sys.argv[1:])  # Hydra makes its output folder before any t4bench code runs
         # the command line composed and checked as Hydra will compose it: nothing exists yet
-        cli_preflight.check(sys.argv[1:])
+        command_line.check(sys.argv[1:])
     except T4BenchError as err:  # a launcher variable that is not a number, an unwritable cwd, bad input
         print(f"t4bench: error: {err}", file=sys.stderr)
         sys.exit(2)
     # `--multirun` after overrides is Hydra's argparse usage error: put the switch first
-    switches = [arg for arg in sys.argv[1:] if arg in cli_preflight.MULTIRUN_FLAGS]
-    rest = [arg for arg in sys.argv[1:] if arg not in cli_preflight.MULTIRUN_FLAGS]
+    switches = [arg for arg in sys.argv[1:] if arg in command_line.MULTIRUN_FLAGS]
+    rest = [arg for arg in sys.argv[1:] if arg not in command_line.MULTIRUN_FLAGS]
     sys.argv = [sys.argv[0], *switches, *rank_overrides(rest, rank)]
     # Hydra's errors reach us as exceptions (not its multi-line report and exit 1), so that every
     # mistake on the command line is one line and exit 2; an unexpected error keeps its traceback

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from t4bench import mlflow_names as names
 from t4bench.benchmark import Benchmark
 from t4bench.frameworks import EpochLogger
 from t4bench.progress import ProgressReporter
@@ -77,9 +78,9 @@ def few_steps_warning(train_size: int, global_batch: int, minimum: int = MIN_STE
 def trivial_metrics(target: Mapping[str, float], trivial: Mapping[str, float]) -> dict[str, float]:
     """What to log: `trivial_quality` (the first target metric's baseline) and `trivial_<metric>`."""
     first = next(iter(target), None)
-    metrics = {f"trivial_{name}": float(value) for name, value in trivial.items()}
+    metrics = {f"{names.TRIVIAL_PREFIX}{name}": float(value) for name, value in trivial.items()}
     if first is not None and first in trivial:
-        metrics["trivial_quality"] = float(trivial[first])
+        metrics[names.TRIVIAL_QUALITY] = float(trivial[first])
     return metrics
 
 

@@ -1,4 +1,4 @@
-"""The contract between the training loop (`t4bench.loop`) and each benchmark: read this file to
+"""The contract between the training loop (`t4bench.pytorch.loop`) and each benchmark: read this file to
 add one.
 
 A benchmark supplies a model, its data, a loss and a quality metric; the loop owns timing,
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     import torch
     from omegaconf import DictConfig
 
-    from t4bench.context import RunContext
+    from t4bench.pytorch.context import RunContext
 
 
 class Batches(Protocol):

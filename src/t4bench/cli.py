@@ -157,7 +157,7 @@ def _runs(argv: Sequence[str]) -> int:
 
 
 def _validate(argv: Sequence[str]) -> int:
-    from t4bench.sweep.validate import main
+    from t4bench.sweep.holdout.cli import main
 
     return main(argv)
 

@@ -9,6 +9,10 @@ class DatasetMissingError(T4BenchError):
     """A configured dataset is not where the config says; the message names the expected files."""
 
 
+class RanksFailed(T4BenchError):
+    """A rank of a job this process launched failed; the message names the rank and the error."""
+
+
 class RunTerminated(BaseException):
     """SIGTERM (or the launcher's signal), turned into an exception so the MLflow run is closed
     as KILLED; a BaseException so that `except Exception` in user code does not swallow it."""

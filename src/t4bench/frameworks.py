@@ -29,7 +29,7 @@ T = TypeVar("T")
 
 #: framework -> "module:function" returning a RankSession: `join(cfg, env)`
 ENTRIES = {
-    "pytorch": "t4bench.torch_rank:join",
+    "pytorch": "t4bench.pytorch.rank:join",
     "tensorflow": "t4bench.tf.rank:join",
 }
 #: framework -> "module:function" starting the ranks of `hw.count=N` without an outer launcher:
@@ -37,8 +37,20 @@ ENTRIES = {
 #: seeing RANK/WORLD_SIZE/LOCAL_RANK (or Horovod's) so `env.for_spawned_rank(os.environ)` places
 #: it, and returns rank 0's result
 SPAWNERS = {
-    "pytorch": "t4bench.launch:spawn",
+    "pytorch": "t4bench.pytorch.launch:spawn",
     "tensorflow": "t4bench.tf.launch:spawn",
+}
+#: framework -> "module:function" checking, before any run exists, that the backends its ranks
+#: need are here: `preflight(env)` (a framework without one has nothing to check)
+PREFLIGHTS = {
+    "pytorch": "t4bench.pytorch.launch:preflight",
+}
+#: framework -> the module behind `resume=`, with `reopened_run(cfg, env)` (the checkpoint's MLflow
+#: run as it was, reopened after its checks; None without `resume`) and `restore(client, run_id,
+#: status, outcome)` (a FINISHED run put back after a failed attempt); a framework without one
+#: cannot resume
+RESUMERS = {
+    "pytorch": "t4bench.pytorch.resume",
 }
 
 
@@ -64,7 +76,7 @@ class RunServices:
 
 
 class TrainResult(Protocol):
-    """What training returns (`t4bench.loop.RunResult` is one)."""
+    """What training returns (`t4bench.pytorch.loop.RunResult` is one)."""
 
     #: one of mlflow_names.OUTCOME_* (converged, not_converged, diverged, pruned, throughput_only)
     outcome: str
@@ -160,6 +172,35 @@ def spawner(framework: str) -> Spawn:
     """The `spawn` function of `framework` (for hw.count=N without an outer launcher), imported now."""
     spawn: Spawn = _load(SPAWNERS, framework, "rank spawner")
     return spawn
+
+
+def preflight(framework: str, env: RunEnvironment) -> None:
+    """`framework`'s check of its ranks' backends (torch.distributed, horovod.torch), if it has one."""
+    if framework in PREFLIGHTS:
+        _load(PREFLIGHTS, framework, "preflight")(env)
+
+
+def _resumer(framework: str) -> Any:
+    module_name = RESUMERS.get(framework)
+    if module_name is None:
+        raise T4BenchError(f"framework {framework!r} has no resume (checkpoints); known: {', '.join(RESUMERS)}")
+    return importlib.import_module(module_name)
+
+
+def resumed_run(framework: str, cfg: DictConfig, env: RunEnvironment) -> Any:
+    """`resume=...`: the checkpoint's MLflow run as it was before this attempt, reopened by
+    `framework` (None without resume)."""
+    if cfg.get("resume") in (None, ""):
+        return None
+    return _resumer(framework).reopened_run(cfg, env)
+
+
+def restore_finished(framework: str, cfg: DictConfig, run: Any) -> None:
+    """After a failed attempt to train the FINISHED `run` further: its status and outcome as they were."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(str(cfg.tracking.uri))
+    _resumer(framework).restore(client, run.info.run_id, names.FINISHED, run.data.tags.get(names.OUTCOME))
 
 
 def framework_of(cfg: DictConfig, bench_cls: type[Benchmark]) -> str:

@@ -59,6 +59,61 @@ SLURM_JOB_ID = "t4bench.slurm.job_id"
 #: emulate.world_size=N: one device trained with the global batch of N ranks (hw.count stays 1)
 EMULATED_WORLD_SIZE = "t4bench.emulated_world_size"
 
+# --- tags: what happened to the run ----------------------------------------------------------
+#: the speed options in effect: t4bench.perf.<option>; `dropped` names the options that could not apply
+PERF_PREFIX = "t4bench.perf."
+PERF_DROPPED = "t4bench.perf.dropped"
+#: "on" or "off: <reason>" (MLflow's own system metrics)
+SYSTEM_METRICS = "t4bench.system_metrics"
+CHECKPOINT_DIR = "t4bench.checkpoint_dir"
+RESUMED_FROM_EPOCH = "t4bench.resumed_from_epoch"
+#: "true" on a FINISHED run whose resumed attempt failed (its status and outcome put back)
+RESUME_FAILED = "t4bench.resume_failed"
+#: "true" on a sweep trial's seed run trained again from the start (its checkpoint was unusable)
+REDONE_FROM_SCRATCH = "t4bench.redone_from_scratch"
+# liveness of a running run (t4bench.runs): who runs it, when it last said so, its repair
+HEARTBEAT = "t4bench.heartbeat"
+HEARTBEAT_INTERVAL_S = "t4bench.heartbeat_interval_s"
+HOST = "t4bench.host"
+PID = "t4bench.pid"
+#: /proc/<pid>/stat start time (clock ticks since boot): tells a reused pid from the run's process
+PID_START = "t4bench.pid_start"
+#: the pid namespace: containers sharing a host name (host networking) do not see each other's pids
+PID_NAMESPACE = "t4bench.pid_namespace"
+REPAIRED = "t4bench.repaired"
+
+# --- tags of sweeps (layout in t4bench.sweep.mlflow_runs) --------------------------------------
+SWEEP_ROLE = "t4bench.sweep_role"
+SWEEP_KIND = "t4bench.sweep_kind"
+#: what a parent run belongs to: "optuna:<study>@<storage>#<study uid>", "seeds:<sweep dir>", ...
+SWEEP_IDENTITY = "t4bench.sweep_identity"
+SWEEP_OVERRIDES = "t4bench.sweep_overrides"
+#: prefix of the outcome counts on a sweep parent: t4bench.outcomes.<outcome>
+OUTCOMES_PREFIX = "t4bench.outcomes."
+OPTUNA_STATE = "t4bench.optuna.state"
+OPTUNA_STUDY = "t4bench.optuna.study"
+OPTUNA_STORAGE = "t4bench.optuna.storage"
+OPTUNA_STUDY_UID = "t4bench.optuna.study_uid"
+TRIAL_NUMBER = "t4bench.trial_number"
+SEED_INDEX = "t4bench.seed_index"
+RETRY_OF = "t4bench.retry_of"
+BEST_TRIAL = "t4bench.best_trial"
+#: prefix of the best trial's parameters on a sweep parent: t4bench.best.<param>
+BEST_PREFIX = "t4bench.best."
+# held-out validation (t4bench.sweep.holdout)
+VALIDATION_OF = "t4bench.validation.of"
+VALIDATION_SET = "t4bench.validation.set"
+VALIDATION_BEST_TRIAL = "t4bench.validation.best_trial"
+#: prefix of an arm's hyperparameters: t4bench.params.<key>
+PARAMS_PREFIX = "t4bench.params."
+#: PASS or FAIL: the held-out comparison met its goal
+GOAL = "t4bench.goal"
+# launches and reports
+#: the command an MLflow Projects entry point ran (t4bench.mlproject)
+LAUNCHED = "t4bench.launched"
+REPORT = "t4bench.report"
+REPORT_FILTER = "t4bench.report.filter"
+
 # --- tags MLflow itself defines ---------------------------------------------------------------
 MLFLOW_PARENT_RUN_ID = "mlflow.parentRunId"
 MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"
@@ -80,7 +135,16 @@ EVAL_QUALITY = "eval_quality"
 EVAL_PREFIX = "eval_"
 TRAIN_LOSS = "train_loss"
 EPOCH_TIME_S = "epoch_time_s"
+#: the (fractional) epochs trained when the evaluation was taken
+EPOCH = "epoch"
 THROUGHPUT = "throughput"
+#: seconds the slowest rank spent in the steps since the previous evaluation
+TRAIN_TIME_S = "train_time_s"
+#: the learning rate after the last step (the schedule's value)
+LR = "lr"
+#: the trivial baselines' quality (t4bench.baselines): trivial_<metric>, trivial_quality the first
+TRIVIAL_PREFIX = "trivial_"
+TRIVIAL_QUALITY = "trivial_quality"
 # once per run
 EPOCHS_TO_CONVERGE = "epochs_to_converge"
 EPOCHS_RUN = "epochs_run"
@@ -104,6 +168,8 @@ RESOLVED_CONFIG_FILE = "resolved_config.yaml"
 MLPERF_LOG_FILE = "mlperf.log"
 
 # --- MLflow run statuses (RunStatus names) ----------------------------------------------------
+RUNNING = "RUNNING"
+SCHEDULED = "SCHEDULED"
 FINISHED = "FINISHED"
 FAILED = "FAILED"
 KILLED = "KILLED"

@@ -38,6 +38,8 @@ RULESETS = {
     constants.GNMT: "0.7.0",
     constants.TRANSFORMER: "0.7.0",
 }
+#: t4bench's own event (not an MLPerf key): the run's target metrics and thresholds
+TARGET_QUALITY = "target_quality"
 #: benchmarks whose quality metric is BLEU (0-100 from sacrebleu; the rules expect a fraction)
 _BLEU = {constants.GNMT, constants.TRANSFORMER}
 
@@ -86,7 +88,7 @@ class MLPerfLog:
         if path is None:  # non-zero ranks: every call is a no-op
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        run_logger = logging.getLogger(f"t4bench.mllog.{uuid.uuid4().hex}")
+        run_logger = logging.getLogger(f"{__name__}.mllog.{uuid.uuid4().hex}")
         run_logger.propagate = False
         run_logger.setLevel(logging.INFO)
         self._handler = logging.FileHandler(path)
@@ -112,12 +114,22 @@ class MLPerfLog:
         log(key=key, value=value, metadata=dict(metadata) or None, stack_offset=offset)
 
     def event(self, key: str, value: Any = None, **metadata: Any) -> None:
-        if key == "target_quality" and isinstance(value, Mapping) and value:
+        if key == TARGET_QUALITY and isinstance(value, Mapping) and value:
             self._target_key = str(next(iter(value)))
         if key == constants.EVAL_ACCURACY and not isinstance(value, Mapping):
             # a bare number is the first target metric (the loop's eval_quality)
             value = accuracy_value(self.benchmark, {self._target_key or "value": value}, self._target_key)
         self._log("event", key, value, metadata)
+
+    def init_events(
+        self, global_batch: int, train_samples: int, eval_samples: int | None, target: Mapping[str, float]
+    ) -> None:
+        """The events of a training run's init, in the order every loop writes them."""
+        self.event(constants.GLOBAL_BATCH_SIZE, global_batch)
+        self.event(constants.TRAIN_SAMPLES, train_samples)
+        if eval_samples is not None:
+            self.event(constants.EVAL_SAMPLES, eval_samples)
+        self.event(TARGET_QUALITY, dict(target))
 
     def eval_accuracy(self, quality: Mapping[str, float], epoch: float) -> None:
         """All metrics of one evaluation, formatted for the benchmark's rules."""

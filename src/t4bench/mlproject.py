@@ -8,7 +8,7 @@ of its own:
     main      python -m t4bench <overrides>; the training run IS the project's run
               (`tracking.run_id`), so it carries the config, metrics and artifacts
     sweep     python -m t4bench --multirun <overrides>; the project's run records the launch
-    validate  python -m t4bench.sweep.validate <args>; likewise
+    validate  python -m t4bench.sweep.holdout <args>; likewise
     report    python -m t4bench.report <args>; the report's folder goes into the project's run
 
 The job replaces this process (exec), so `mlflow run`'s signals and exit status reach it directly.
@@ -20,6 +20,8 @@ import os
 import shlex
 import sys
 from collections.abc import Sequence
+
+from t4bench import mlflow_names as names
 
 PROG = "python -m t4bench.mlproject"
 ENTRY_POINTS = ("main", "sweep", "validate", "report")
@@ -93,9 +95,9 @@ def _tag_launcher(run_id: str, command: Sequence[str]) -> None:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient()
-    client.set_tag(run_id, "t4bench.sweep_role", LAUNCHER_ROLE)
+    client.set_tag(run_id, names.SWEEP_ROLE, LAUNCHER_ROLE)
     # as typed (a space between words), not shell-quoted: the UI shows it as a plain string
-    client.set_tag(run_id, "t4bench.launched", " ".join(command[1:])[:5000])
+    client.set_tag(run_id, names.LAUNCHED, " ".join(command[1:])[:5000])
 
 
 def command_for(entry: str, text: str, run_id: str | None) -> list[str]:
@@ -105,7 +107,7 @@ def command_for(entry: str, text: str, run_id: str | None) -> list[str]:
     if entry == "sweep":
         command = [sys.executable, "-m", "t4bench", "--multirun", *args]
     elif entry == "validate":
-        command = [sys.executable, "-m", "t4bench.sweep.validate", *args]
+        command = [sys.executable, "-m", "t4bench.sweep.holdout", *args]
     elif entry == "report":
         extra = ["--run-id", run_id] if run_id and "--run-id" not in args else []
         return [sys.executable, "-m", "t4bench.report", *args, *extra]

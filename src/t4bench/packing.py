@@ -18,7 +18,7 @@ from t4bench.errors import T4BenchError
 
 #: how the peak of one run is measured when the table has none (the refusal says it)
 MEASURE_HINT = (
-    "run one alone and read the GPU memory NVML shows in use (nvidia-smi; the N=1 row of benchmarks/runs_per_hour.py)"
+    "run one alone and read the GPU memory NVML shows in use (nvidia-smi; the N=1 row of perf/runs_per_hour.py)"
 )
 
 

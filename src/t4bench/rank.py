@@ -2,7 +2,7 @@
 (`t4bench.frameworks`), own the MLflow run, the MLPerf log and telemetry on rank 0 (or adopt the
 run a launching process made), seed, train, and always close the run.
 
-No framework is imported here: the PyTorch part is `t4bench.torch_rank`. The runner
+No framework is imported here: the PyTorch part is `t4bench.pytorch.rank`. The runner
 (`t4bench.runner`) checks the inputs first and hands over the `RunEnvironment`.
 """
 

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from t4bench import emulation, frameworks, launch, packing, preflight, probe, slurm, validation
+from t4bench import emulation, frameworks, packing, slurm
 from t4bench import mlflow_names as names
 from t4bench.benchmark import benchmark_class
 from t4bench.errors import RunTerminated, T4BenchError
+from t4bench.preflight import config, hardware, storage
 from t4bench.run_env import RunEnvironment
 from t4bench.signals import sigterm_raises
 
@@ -30,22 +31,21 @@ if TYPE_CHECKING:
 def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     """Check scale, hardware, backend and data before any run exists, then train here, or start
     `hw.count` ranks (one MLflow run, made here and handed to them)."""
-    validation.validate(cfg)  # types, ranges and what this host holds, before anything else
-    env = preflight.check(cfg)  # no torch yet: hw=auto resolved, the launcher's ranks read
+    config.validate(cfg)  # types, ranges and what this host holds, before anything else
+    env = hardware.check(cfg)  # no torch yet: hw=auto resolved, the launcher's ranks read
     emulation.apply(cfg, env.world_size)  # emulate.world_size=N: N ranks' global batch on this one
     packing.apply(cfg, _multirun())  # t4bench.gpu_share / t4bench.mps: how many runs share the GPU
     slurm.apply(cfg)  # t4bench.sweep_launcher, t4bench.slurm.job_id: which sweep launcher and Slurm job
     if env.is_main:
-        probe.tracking(str(cfg.tracking.uri))  # a dead server or damaged store: one line in seconds
+        storage.tracking(str(cfg.tracking.uri))  # a dead server or damaged store: one line in seconds
     bench_cls = benchmark_class(cfg)
     framework = frameworks.framework_of(cfg, bench_cls)
-    if framework == "pytorch":
-        launch.preflight(env)  # torch.distributed / horovod.torch: the PyTorch ranks' backends
+    frameworks.preflight(framework, env)  # PyTorch: torch.distributed / horovod.torch, the ranks' backends
     if not cfg.input.synthetic:
         bench_cls.check_inputs(cfg)
     # `tracking.run_id`: a run made by a launcher (mlflow run) to train into; `resume=`: the
     # checkpoint's run, RUNNING again (also when this process spawns the ranks)
-    resumed = None if cfg.tracking.get("run_id") or not env.is_main else _resumed_run(cfg, env)
+    resumed = None if cfg.tracking.get("run_id") or not env.is_main else frameworks.resumed_run(framework, cfg, env)
     run_id = cfg.tracking.get("run_id") or (resumed.info.run_id if resumed else None)
     try:
         if env.spawn:
@@ -55,17 +55,8 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
         return run_rank(cfg, env, output_dir, run_id=run_id)
     except BaseException:
         if resumed is not None and resumed.info.status == names.FINISHED:
-            from mlflow.tracking import MlflowClient
-
-            from t4bench import resume
-
             # a failed attempt to train a finished run further leaves its result as it was
-            resume.restore(
-                MlflowClient(str(cfg.tracking.uri)),
-                resumed.info.run_id,
-                names.FINISHED,
-                resumed.data.tags.get(names.OUTCOME),
-            )
+            frameworks.restore_finished(framework, cfg, resumed)
         raise
 
 
@@ -75,28 +66,6 @@ def _multirun() -> bool:
     from hydra.types import RunMode
 
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
-
-
-def _resumed_run(cfg: DictConfig, env: RunEnvironment) -> Any:
-    """resume=...: the checkpoint's MLflow run as it was before this attempt (None without resume),
-    reopened after the checks: settings that may not change, a FINISHED run not asked for."""
-    if cfg.get("resume") in (None, ""):
-        return None
-    from mlflow.tracking import MlflowClient
-
-    from t4bench import resume
-    from t4bench.tracking import flatten, resolved_config
-
-    point = resume.find(cfg)
-    if point is None or not point.run_id:
-        return None
-    client = MlflowClient(str(cfg.tracking.uri))
-    run = client.get_run(point.run_id)
-    wanted = str(cfg.resume)
-    resume.check_changes(wanted, dict(run.data.params), flatten(resolved_config(cfg, env)))
-    resume.check_status(wanted, run, bool(cfg.get("resume_finished", False)))
-    resume.reopen(client, point.run_id, point.epoch)
-    return run
 
 
 def _spawn_ranks(
@@ -150,7 +119,7 @@ def _fail_if_running(tracker: RunTracker, status: str) -> None:
     if tracker.client is None or not tracker.run_id:
         return
     try:
-        if tracker.client.get_run(tracker.run_id).info.status == "RUNNING":
+        if tracker.client.get_run(tracker.run_id).info.status == names.RUNNING:
             outcome = names.OUTCOME_KILLED if status == names.KILLED else names.OUTCOME_FAILED
             tracker.set_tags({names.OUTCOME: outcome})
             tracker.end(status)

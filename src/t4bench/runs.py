@@ -28,15 +28,13 @@ from typing import Any
 from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
 
-HEARTBEAT_TAG = "t4bench.heartbeat"
-INTERVAL_TAG = "t4bench.heartbeat_interval_s"
-HOST_TAG = "t4bench.host"
-PID_TAG = "t4bench.pid"
-#: /proc/<pid>/stat start time (clock ticks since boot): tells a reused pid from the run's process
-PID_START_TAG = "t4bench.pid_start"
-#: the pid namespace: containers sharing a host name (host networking) do not see each other's pids
-PIDNS_TAG = "t4bench.pid_namespace"
-REPAIRED_TAG = "t4bench.repaired"
+HEARTBEAT_TAG = names.HEARTBEAT
+INTERVAL_TAG = names.HEARTBEAT_INTERVAL_S
+HOST_TAG = names.HOST
+PID_TAG = names.PID
+PID_START_TAG = names.PID_START
+PIDNS_TAG = names.PID_NAMESPACE
+REPAIRED_TAG = names.REPAIRED
 DEFAULT_INTERVAL_S = 30.0
 #: a run on another host is stale after this many missed heartbeats (slow stores, clock skew)
 STALE_INTERVALS = 5
@@ -174,7 +172,10 @@ def _running_runs(client: Any, experiment_ids: Sequence[str]) -> Iterator[Any]:
     token = None
     while True:
         page = client.search_runs(
-            list(experiment_ids), filter_string="attributes.status = 'RUNNING'", max_results=1000, page_token=token
+            list(experiment_ids),
+            filter_string=f"attributes.status = '{names.RUNNING}'",
+            max_results=1000,
+            page_token=token,
         )
         yield from page
         token = page.token
@@ -210,7 +211,7 @@ def repair(
             client.set_tag(run.info.run_id, names.OUTCOME, names.OUTCOME_KILLED)
             client.set_tag(run.info.run_id, REPAIRED_TAG, reason)
             # the run ended at its last sign of life, not when the repair noticed
-            client.set_terminated(run.info.run_id, status="KILLED", end_time=beat * 1000)
+            client.set_terminated(run.info.run_id, status=names.KILLED, end_time=beat * 1000)
     return found
 
 
@@ -220,7 +221,7 @@ def default_tracking_uri() -> str:
 
 
 def _repair_command(args: argparse.Namespace) -> int:
-    from t4bench import probe
+    from t4bench.preflight import storage as probe
 
     probe.tracking(args.tracking_uri)
     from mlflow.tracking import MlflowClient

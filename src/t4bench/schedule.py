@@ -16,6 +16,19 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+
+def base_lr(cfg: Any, global_batch: int, ref_batch: int) -> float:
+    """The configured LR, linearly scaled with the global batch when `lr_scaling=linear`
+    (ResNet's 0.128 x batch/256 rule: ref_batch=256); both frameworks' trainers start from it."""
+    lr = float(cfg.lr)
+    scaling = str(cfg.get("lr_scaling", "none"))
+    if scaling == "linear":
+        return lr * global_batch / ref_batch
+    if scaling != "none":
+        raise ValueError(f"optimizer.lr_scaling must be none or linear, got {scaling!r}")
+    return lr
 
 
 def _linear_warmup(fraction: float) -> float:

@@ -17,10 +17,11 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
 
 #: the run tag that says whether MLflow's monitor runs ("on: ..." / "off: <reason>")
-TAG = "t4bench.system_metrics"
+TAG = names.SYSTEM_METRICS
 #: seconds between samples (each one logged); MLflow's default of 10 s leaves a short run with none
 DEFAULT_INTERVAL_S = 2.0
 #: the config key that overrides it (0 or null: off)

@@ -47,7 +47,7 @@ class T4OptunaSweeper(Sweeper):
             resolved["gpus"] = packing.gpu_count() if packing.runs_per_gpu(self.config) > 1 else 1
             runner = OptunaStudyRunner(resolved, self.config, self.launcher, arguments)
             seeds = resolved.get("validate_seeds")
-            if seeds:  # python -m t4bench.sweep.validate: held-out seeds, no study trials
+            if seeds:  # python -m t4bench.sweep.holdout: held-out seeds, no study trials
                 return runner.validate([int(s) for s in seeds])
             return runner.run()
         except T4BenchError as err:  # bad input (e.g. a sweep id of another sweep): one line, exit 2

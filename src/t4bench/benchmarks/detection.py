@@ -12,9 +12,9 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from t4bench.benchmark import Benchmark
-from t4bench.context import RunContext
 from t4bench.data import coco
 from t4bench.errors import DatasetMissingError
+from t4bench.pytorch.context import RunContext
 
 
 class CocoBenchmark(Benchmark):

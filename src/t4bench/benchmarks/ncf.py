@@ -18,8 +18,8 @@ from torch import nn
 
 from t4bench import baselines
 from t4bench.benchmark import Benchmark
-from t4bench.context import RunContext, chunked
 from t4bench.data import movielens
+from t4bench.pytorch.context import RunContext, chunked
 
 # the evaluation negatives are part of the dataset, not of the run: the same for every seed
 EVAL_NEGATIVES_SEED = 20190501

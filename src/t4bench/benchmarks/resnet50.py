@@ -20,9 +20,9 @@ from torchvision import datasets, transforms
 from t4bench import baselines
 from t4bench.benchmark import Benchmark
 from t4bench.benchmarks.resnet_parts import ResNetClassifier, trunk_from_cfg
-from t4bench.context import RunContext
 from t4bench.data import checks
 from t4bench.errors import DatasetMissingError
+from t4bench.pytorch.context import RunContext
 
 IMAGE_SUFFIXES = {".jpeg", ".jpg", ".png", ".bmp", ".ppm", ".webp", ".tif", ".tiff", ".pgm"}
 

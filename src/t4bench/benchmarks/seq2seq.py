@@ -29,10 +29,10 @@ from t4bench.benchmarks.seq2seq_parts import (
     greedy_decode,
     label_smoothed_loss,
 )
-from t4bench.context import RunContext, chunked
 from t4bench.data import checks
 from t4bench.data.translation import bleu as corpus_bleu
 from t4bench.errors import DatasetMissingError
+from t4bench.pytorch.context import RunContext, chunked
 
 #: the environment variable that conf/model_scale/<model>_reference.yaml reads the WMT directory from
 REFERENCE_ENV = {"gnmt": "T4BENCH_WMT16_DIR", "transformer": "T4BENCH_WMT17_DIR"}

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import torch
 import torch.nn.functional as F
 
-from t4bench.context import chunked
+from t4bench.pytorch.context import chunked
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 

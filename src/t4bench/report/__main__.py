@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from t4bench import mlflow_names as names
 from t4bench.report.errors import ReportError
 
 if TYPE_CHECKING:
@@ -50,8 +51,8 @@ def _filter_args(parser: argparse.ArgumentParser) -> None:
         default=[],
         help="experiment name (repeatable); default: every experiment (runs tagged t4bench.model)",
     )
-    parser.add_argument("--model", action="append", default=[], help="t4bench.model tag (repeatable)")
-    parser.add_argument("--sweep-id", help="t4bench.sweep_id tag; %% is a wildcard (e.g. ncf_robust-validate-%%)")
+    parser.add_argument("--model", action="append", default=[], help=f"{names.MODEL} tag (repeatable)")
+    parser.add_argument("--sweep-id", help=f"{names.SWEEP_ID} tag; %% is a wildcard (e.g. ncf_robust-validate-%%)")
     parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="run tag (repeatable)")
     parser.add_argument("--since", help="runs started at or after this date/time (ISO, UTC)")
     parser.add_argument("--until", help="runs started at or before this date/time (ISO, UTC)")
@@ -151,7 +152,7 @@ def report(argv: Sequence[str]) -> int:
         run_id = log_report(
             client,
             args.out,
-            {"t4bench.report.filter": flt.describe()[:5000]},
+            {names.REPORT_FILTER: flt.describe()[:5000]},
             {"argv": " ".join(argv), "tracking_uri": shown_uri(uri)},
             run_id=args.run_id,
         )

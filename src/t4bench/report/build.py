@@ -306,7 +306,7 @@ def _validation_section(validation: pd.DataFrame, out: Path) -> Section:
     return Section(
         _VALIDATION,
         [
-            "Runs of `python -m t4bench.sweep.validate`: the best trial's and the reference hyperparameters re-run on "
+            "Runs of `python -m t4bench.sweep.holdout`: the best trial's and the reference hyperparameters re-run on "
             "seeds the sweep never used (tuning seeds never judge the tuning)."
         ],
         pd.DataFrame(rows),

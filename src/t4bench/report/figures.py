@@ -174,7 +174,7 @@ VALIDATION_RE = re.compile(r"^(?P<study>.+)-validate-(?P<set>.+)$")
 
 
 def validation_sets(runs: pd.DataFrame) -> pd.DataFrame:
-    """Runs of a held-out validation (`python -m t4bench.sweep.validate` tags their sweep_id
+    """Runs of a held-out validation (`python -m t4bench.sweep.holdout` tags their sweep_id
     `<study>-validate-best-t<N>` / `<study>-validate-reference`), with study and set columns."""
     found = runs["sweep_id"].str.extract(VALIDATION_RE)
     picked = runs.assign(study=found["study"], set=found["set"]).dropna(subset=["study"])

@@ -9,6 +9,7 @@ from pathlib import Path
 from mlflow.tracking import MlflowClient
 
 from t4bench import experiments
+from t4bench import mlflow_names as names
 from t4bench.report.query import REPORT_TAG
 
 REPORT_EXPERIMENT = "t4bench-reports"
@@ -41,12 +42,12 @@ def log_report(
         )
     )
     run = client.create_run(exp_id, run_name=f"report-{out.resolve().name}", tags={REPORT_TAG: "1", **tags})
-    status = "FAILED"
+    status = names.FAILED
     try:
         for key, value in params.items():
             client.log_param(run.info.run_id, key, value[:6000])
         client.log_artifacts(run.info.run_id, str(out), "report")
-        status = "FINISHED"
+        status = names.FINISHED
     finally:
         client.set_terminated(run.info.run_id, status=status)
     return run.info.run_id

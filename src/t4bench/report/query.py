@@ -21,8 +21,8 @@ from t4bench import mlflow_names as names
 from t4bench.report import configs
 from t4bench.report.errors import ReportError
 
-REPORT_TAG = "t4bench.report"
-ROLE_TAG = "t4bench.sweep_role"
+REPORT_TAG = names.REPORT
+ROLE_TAG = names.SWEEP_ROLE
 PRICE_PARAM = "hw.price_per_gpu_hour"
 HPARAMS_PARAM = "hparams.name"
 
@@ -206,7 +206,7 @@ def select(client: MlflowClient, flt: RunFilter) -> Selection:
                 continue
             if flt.models and tags[names.MODEL] not in flt.models:
                 continue
-            if run.info.status in ("RUNNING", "SCHEDULED"):
+            if run.info.status in (names.RUNNING, names.SCHEDULED):
                 running += 1
                 continue
             rows.append(run_row(run, ids[run.info.experiment_id]))

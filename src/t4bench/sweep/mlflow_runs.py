@@ -19,11 +19,10 @@ from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
 
 # the sweep's part of the MLflow contract (the run's part is t4bench.mlflow_names)
-ROLE = "t4bench.sweep_role"
+ROLE = names.SWEEP_ROLE
 SWEEP_ID = names.SWEEP_ID
-KIND = "t4bench.sweep_kind"
-#: what a parent run belongs to: "optuna:<study>@<storage>#<study uid>", "seeds:<sweep dir>", ...
-IDENTITY = "t4bench.sweep_identity"
+KIND = names.SWEEP_KIND
+IDENTITY = names.SWEEP_IDENTITY
 OUTCOME = names.OUTCOME
 PARENT = names.MLFLOW_PARENT_RUN_ID
 
@@ -105,8 +104,8 @@ def get_or_create_parent(
         run = found[0]
         check_identity(run, sweep_id, identity)
         run_id = run.info.run_id
-        if reopen and run.info.status != "RUNNING":
-            mlflow.update_run(run_id, status="RUNNING")
+        if reopen and run.info.status != names.RUNNING:
+            mlflow.update_run(run_id, status=names.RUNNING)
         return str(run_id)
     run = mlflow.create_run(
         exp_id,
@@ -128,7 +127,7 @@ def check_identity(run: Any, sweep_id: str, identity: str) -> None:
 def close_running_children(mlflow: Any, exp_id: str, parent_id: str, status: str) -> list[str]:
     """End the child runs of `parent_id` that are still RUNNING (their process is gone: a killed
     worker's seed runs) with `status`, tagged t4bench.outcome=killed / failed."""
-    query = f"tags.`{PARENT}` = {_quote(parent_id)} and attributes.status = 'RUNNING'"
+    query = f"tags.`{PARENT}` = {_quote(parent_id)} and attributes.status = '{names.RUNNING}'"
     closed = []
     for run in mlflow.search_runs([exp_id], filter_string=query, max_results=1000):
         outcome = names.OUTCOME_KILLED if status == names.KILLED else names.OUTCOME_FAILED
@@ -198,6 +197,6 @@ def run_result(run: Any) -> dict[str, Any]:
 
 def seed_results(mlflow: Any, exp_id: str, sweep_id: str) -> list[dict[str, Any]]:
     """All training runs of a sweep that finished (FINISHED status), oldest first."""
-    runs = [r for r in find_runs(mlflow, exp_id, sweep_id, None) if r.info.status == "FINISHED"]
+    runs = [r for r in find_runs(mlflow, exp_id, sweep_id, None) if r.info.status == names.FINISHED]
     runs.sort(key=lambda r: r.info.start_time or 0)
     return [run_result(r) for r in runs]

@@ -1,6 +1,6 @@
 """What the study is built from and records about its sweep: the sampler and pruner from their
 config nodes, and the command line's overrides (study user attributes t4bench_task_overrides /
-t4bench_hydra_overrides), which `python -m t4bench.sweep.validate` applies again so that
+t4bench_hydra_overrides), which `python -m t4bench.sweep.holdout` applies again so that
 validation runs are composed exactly as the trials were."""
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from t4bench import probe
+from t4bench.preflight import storage as probe
 
 _cache: dict[str, Any] = {}
 _cache_lock = threading.Lock()

@@ -23,6 +23,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from t4bench import mlflow_names as names
 from t4bench.signals import sigterm_raises
 from t4bench.sweep import space as spaces
 from t4bench.sweep.objective import RobustObjective
@@ -231,7 +232,7 @@ class OptunaStudyRunner:
             except BaseException as err:
                 workers.stop()
                 if self.runs is not None and not isinstance(err, Exception):
-                    self.runs.end_parent("KILLED")
+                    self.runs.end_parent(names.KILLED)
                 raise
         summary = self.summary()
         if self.runs is not None:
@@ -254,7 +255,7 @@ class OptunaStudyRunner:
         return n["COMPLETE"] + n["PRUNED"] + n["FAIL"]
 
     def validate(self, seeds: Sequence[int]) -> dict[str, Any]:
-        from t4bench.sweep.holdout import HoldOut
+        from t4bench.sweep.holdout.runs import HoldOut
 
         if self.runs is None:
             raise ValueError("validation reads its runs back from MLflow: hydra.sweeper.mlflow must be true")

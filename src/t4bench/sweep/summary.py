@@ -30,6 +30,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
 from t4bench.sweep import stats
 
@@ -95,7 +96,7 @@ def record(mlflow: Any, parent_id: str, summary: Mapping[str, Any], out_dir: Pat
     metrics = {k: v for k, v in stats.flat_metrics(summary["distributions"]).items()}
     metrics["n_runs"] = float(summary["n_runs"])
     mlflow_runs.log_metrics(mlflow, parent_id, metrics)
-    mlflow_runs.set_tags(mlflow, parent_id, {f"t4bench.outcomes.{k}": v for k, v in summary["outcomes"].items()})
+    mlflow_runs.set_tags(mlflow, parent_id, {f"{names.OUTCOMES_PREFIX}{k}": v for k, v in summary["outcomes"].items()})
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "summary.json").write_text(json.dumps(_json_safe(dict(summary)), indent=2))
@@ -133,12 +134,12 @@ class SweepSummaryCallback(Callback):
             print(f"t4bench: error: {err}", file=sys.stderr)
             sys.exit(2)
         overrides = [str(o) for o in OmegaConf.to_container(config.hydra.overrides.task, resolve=False) or []]
-        mlflow_runs.set_tags(self._mlflow, self.parent_id, {"t4bench.sweep_overrides": " ".join(overrides)})
+        mlflow_runs.set_tags(self._mlflow, self.parent_id, {names.SWEEP_OVERRIDES: " ".join(overrides)})
         self._log_fixed_params(config, overrides)
         for key, value in ((ENV_SWEEP_ID, self.sweep_id), (ENV_PARENT, self.parent_id)):
             self._saved_env[key] = os.environ.get(key)
             os.environ[key] = value
-        atexit.register(self._finish, "FAILED")
+        atexit.register(self._finish, names.FAILED)
         from t4bench.sweep.talk import Pace, count_jobs
 
         self._uri = str(config.tracking.uri)
@@ -171,7 +172,7 @@ class SweepSummaryCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if self.parent_id is None:
             return
-        self._finish("FINISHED")
+        self._finish(names.FINISHED)
 
     def _finish(self, status: str) -> None:
         if self._finished or self.parent_id is None:

@@ -27,8 +27,8 @@ log = logging.getLogger(__name__)
 
 PARENT_ATTR = "mlflow_parent_run_id"
 TRIAL_RUN_ATTR = "mlflow_run_id"
-STATE_TAG = "t4bench.optuna.state"
-TRIAL_TAG = "t4bench.trial_number"
+STATE_TAG = names.OPTUNA_STATE
+TRIAL_TAG = names.TRIAL_NUMBER
 
 
 def trial_run_name(number: int) -> str:
@@ -104,9 +104,9 @@ class OptunaSweepRuns:
     def study_tags(self) -> dict[str, str]:
         return {
             **config_tags(self.config),
-            "t4bench.optuna.study": self.study_name,
-            "t4bench.optuna.storage": self.storage_url,
-            "t4bench.optuna.study_uid": self.study_uid,
+            names.OPTUNA_STUDY: self.study_name,
+            names.OPTUNA_STORAGE: self.storage_url,
+            names.OPTUNA_STUDY_UID: self.study_uid,
         }
 
     # ---- parent --------------------------------------------------------------------------
@@ -124,8 +124,8 @@ class OptunaSweepRuns:
             self.parent_id = str(known)
             # a study made before identity tags: it is this study's own parent all the same
             mlflow_runs.set_tags(self.mlflow, self.parent_id, {mlflow_runs.IDENTITY: self.identity})
-            if reopen and run.info.status != "RUNNING":
-                self.mlflow.update_run(self.parent_id, status="RUNNING")
+            if reopen and run.info.status != names.RUNNING:
+                self.mlflow.update_run(self.parent_id, status=names.RUNNING)
             return self.parent_id
         self.parent_id = mlflow_runs.get_or_create_parent(
             self.mlflow,
@@ -159,8 +159,8 @@ class OptunaSweepRuns:
         tags: dict[str, Any] = {}
         if "best_value" in summary:
             metrics["best_value"] = summary["best_value"]
-            tags["t4bench.best_trial"] = summary["best_trial"]
-            tags.update({f"t4bench.best.{k}": v for k, v in summary["best_params"].items()})
+            tags[names.BEST_TRIAL] = summary["best_trial"]
+            tags.update({f"{names.BEST_PREFIX}{k}": v for k, v in summary["best_params"].items()})
         try:
             step = counts["COMPLETE"] + counts["PRUNED"]
             mlflow_runs.log_metrics(self.mlflow, self.parent_id, metrics, step=step)
@@ -171,7 +171,7 @@ class OptunaSweepRuns:
                 path.write_text(json.dumps(summary, indent=2, default=str))
                 self.mlflow.log_artifact(self.parent_id, str(path))
             if done:
-                self.mlflow.set_terminated(self.parent_id, status="FINISHED")
+                self.mlflow.set_terminated(self.parent_id, status=names.FINISHED)
         except Exception as err:  # tracking must not lose the study's accounting
             log.warning("MLflow parent run %s: %s", self.parent_id, err)
 
@@ -187,7 +187,7 @@ class OptunaSweepRuns:
     def start_trial(self, trial: Any, seeds: Sequence[int], retry_of: Any = None) -> str:
         tags: dict[str, Any] = {TRIAL_TAG: trial.number, STATE_TAG: "RUNNING", **self.study_tags()}
         if retry_of is not None:
-            tags["t4bench.retry_of"] = retry_of
+            tags[names.RETRY_OF] = retry_of
         run_id = mlflow_runs.create_child(
             self.mlflow,
             self.exp_id,
@@ -205,7 +205,7 @@ class OptunaSweepRuns:
         mlflow_runs.set_tags(
             self.mlflow,
             run_id,
-            {TRIAL_TAG: trial_number, "t4bench.optuna.study": self.study_name, "t4bench.seed_index": seed_index},
+            {TRIAL_TAG: trial_number, names.OPTUNA_STUDY: self.study_name, names.SEED_INDEX: seed_index},
         )
 
     def log_trial(
@@ -227,7 +227,7 @@ class OptunaSweepRuns:
         try:
             mlflow_runs.set_tags(self.mlflow, run_id, {STATE_TAG: state})
             self.mlflow.set_terminated(run_id, status=status)
-            if status != "FINISHED":
+            if status != names.FINISHED:
                 closed = mlflow_runs.close_running_children(self.mlflow, self.exp_id, run_id, status)
                 if closed:
                     log.warning("trial run %s: closed %d seed run(s) left RUNNING as %s", run_id, len(closed), status)
@@ -249,12 +249,12 @@ class OptunaSweepRuns:
             found = {}
             for run in self.mlflow.search_runs([self.exp_id], filter_string=query, max_results=1000):
                 seed = run.data.params.get("seed")
-                if run.info.status == "FINISHED" or seed is None:
+                if run.info.status == names.FINISHED or seed is None:
                     continue
-                if "t4bench.checkpoint_dir" in run.data.tags:
+                if names.CHECKPOINT_DIR in run.data.tags:
                     found[int(seed)] = str(run.info.run_id)
                 else:
-                    mlflow_runs.set_tags(self.mlflow, run.info.run_id, {"t4bench.redone_from_scratch": "true"})
+                    mlflow_runs.set_tags(self.mlflow, run.info.run_id, {names.REDONE_FROM_SCRATCH: "true"})
             return found
         except Exception as err:  # tracking must not stop the retry: it trains from scratch
             log.warning("trial %s: its interrupted seed runs could not be looked up (%s)", retry_of, err)
@@ -262,4 +262,4 @@ class OptunaSweepRuns:
 
     def end_stale_trial(self, trial: Any) -> None:
         """A trial failed because its worker is gone: its runs are KILLED."""
-        self.end_trial(trial.user_attrs.get(TRIAL_RUN_ATTR), "KILLED", "FAIL")
+        self.end_trial(trial.user_attrs.get(TRIAL_RUN_ATTR), names.KILLED, "FAIL")

@@ -125,13 +125,13 @@ class TrialRunner:
             log.error("trial %d failed: %s: %s", trial.number, type(err).__name__, err)
             trial.set_user_attr("t4bench_error", f"{type(err).__name__}: {err}"[:1000])
             self.study.tell(trial, state=TrialState.FAIL)
-            self._end(trial_run, "FAILED", "FAIL")
+            self._end(trial_run, names.FAILED, "FAIL")
             return "FAIL"
         except BaseException:  # SIGTERM / Ctrl-C: fail it, queue it again, stop the sweep
             trial.set_user_attr(liveness.FAILED_ATTR, "interrupted")
             frozen = self.study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
             liveness.requeue(self.study, frozen, "interrupted")
-            self._end(trial_run, "KILLED", "FAIL")
+            self._end(trial_run, names.KILLED, "FAIL")
             raise
         trial.set_user_attr("seed_outcomes", [str(r.get("outcome")) for r in results])
         trial.set_user_attr("seed_run_ids", [str(r.get("run_id", "")) for r in results])
@@ -145,14 +145,14 @@ class TrialRunner:
                 self.seeds[0],
             )
             self._log(trial_run, results, None, [])
-            self._end(trial_run, "FINISHED", "PRUNED")
+            self._end(trial_run, names.FINISHED, "PRUNED")
             return "PRUNED"
         value, per_seed = self.objective(results, max_epochs)
         trial.set_user_attr("seed_values", per_seed)
         self.study.tell(trial, value)
         log.info("trial %d: %s=%.4f (per seed %s)", trial.number, self.objective.aggregate, value, per_seed)
         self._log(trial_run, results, value, per_seed)
-        self._end(trial_run, "FINISHED", "COMPLETE")
+        self._end(trial_run, names.FINISHED, "COMPLETE")
         return "COMPLETE"
 
     def _report_converged(self, trial: Any, result: Mapping[str, Any], max_epochs: int, eval_every: float) -> None:

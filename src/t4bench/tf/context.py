@@ -1,5 +1,5 @@
 """What a TensorFlow benchmark may know about the run it is part of (the counterpart of
-`t4bench.context.RunContext`): the tf.distribute strategy, precision, ranks, seed, data, and the
+`t4bench.pytorch.context.RunContext`): the tf.distribute strategy, precision, ranks, seed, data, and the
 `tensorflow:` settings of conf/framework/tensorflow.yaml."""
 
 from __future__ import annotations

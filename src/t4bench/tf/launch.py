@@ -7,7 +7,7 @@ elastic launcher (a TensorFlow run never imports torch).
 - GPU: no processes at all: MirroredStrategy drives the host's GPUs from this one process, so
   `fn` runs here as rank 0 of N.
 
-Same signature and result as `t4bench.launch.spawn`: run `fn(*args)` on every rank, return rank
+Same signature and result as `t4bench.pytorch.launch.spawn`: run `fn(*args)` on every rank, return rank
 0's result; `fn` must be importable by name.
 """
 
@@ -29,7 +29,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from t4bench.launch import RanksFailed
+from t4bench.errors import RanksFailed
 from t4bench.run_env import RunEnvironment
 
 #: the t4bench.launcher tag of ranks started here

@@ -20,8 +20,10 @@ import numpy as np
 import tensorflow as tf
 from omegaconf import DictConfig
 
+from t4bench import mlflow_names as names
 from t4bench.benchmark import Benchmark
 from t4bench.progress import ProgressReporter
+from t4bench.schedule import base_lr
 from t4bench.tf import schedule as schedules
 from t4bench.tf.context import TFContext
 from t4bench.tf.divergence import DivergenceGuard
@@ -30,17 +32,6 @@ from t4bench.tf.divergence import DivergenceGuard
 LOSS_READ_INTERVAL = 20
 #: hw.precision -> Keras dtype policy (mixed: float32 variables, low-precision compute)
 POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
-
-
-def base_lr(optimizer_cfg: Any, global_batch: int, ref_batch: int) -> float:
-    """The configured LR, scaled linearly with the global batch when `lr_scaling=linear`."""
-    lr = float(optimizer_cfg.lr)
-    scaling = str(optimizer_cfg.get("lr_scaling", "none"))
-    if scaling == "linear":
-        return lr * global_batch / ref_batch
-    if scaling != "none":
-        raise ValueError(f"optimizer.lr_scaling must be none or linear, got {scaling!r}")
-    return lr
 
 
 def build_optimizer(optimizer_cfg: Any, lr: float, precision: str) -> keras.optimizers.Optimizer:
@@ -164,10 +155,10 @@ class KerasTrainer:
             self._sync_statistics()
         (slowest,) = self.all_reduce_max([time.perf_counter() - started])
         return {
-            "train_loss": mean_loss,
-            "throughput": done / slowest if slowest > 0 else 0.0,
-            "train_time_s": slowest,
-            "lr": self.current_lr(),
+            names.TRAIN_LOSS: mean_loss,
+            names.THROUGHPUT: done / slowest if slowest > 0 else 0.0,
+            names.TRAIN_TIME_S: slowest,
+            names.LR: self.current_lr(),
         }
 
     def evaluate(self) -> dict[str, float]:

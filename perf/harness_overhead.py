@@ -1,0 +1,185 @@
+"""Synthetic throughput through t4bench vs a bare PyTorch loop of the same model, batch and precision.
+
+    python perf/harness_overhead.py model=resnet50 hw=h200 [more overrides]
+
+Both measurements run from this one script on the same device: first `python -m t4bench` in
+`input=synthetic` mode as a subprocess (its full training step: LR schedule, autocast, GradScaler,
+progress, telemetry), its `avg_throughput` read back from the MLflow run; then, in this process, a
+bare loop over the same model class, generated batch, loss and optimizer: zero_grad / forward /
+backward / step, nothing else. Prints both figures and their ratio. Needs no dataset.
+
+`perf/vision_throughput.py` runs this comparison for each vision model and prints a table.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from t4bench.benchmark import benchmark_class
+from t4bench.pytorch import optim
+from t4bench.pytorch.context import RunContext
+from t4bench.schedule import base_lr
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    model: str
+    batch: int
+    precision: str
+    device: str
+    unit: str
+    t4bench: float
+    bare: float
+
+    @property
+    def ratio(self) -> float:
+        return self.t4bench / self.bare if self.bare > 0 else float("nan")
+
+
+def synthetic_config(overrides: list[str], out: Path) -> DictConfig:
+    """The config `python -m t4bench input=synthetic <overrides>` composes."""
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(
+            config_name="config",
+            overrides=[
+                "input=synthetic",
+                "progress=off",
+                f"tracking.uri=sqlite:///{out}/harness.db",
+                f"paths.data_root={out}",
+                *overrides,
+            ],
+        )
+
+
+def t4bench_throughput(overrides: list[str], out: Path) -> float:
+    """`avg_throughput` of one `python -m t4bench input=synthetic` run, read from its MLflow run."""
+    return t4bench_metrics(overrides, out)["avg_throughput"]
+
+
+def t4bench_metrics(overrides: list[str], out: Path) -> dict[str, float]:
+    """The metrics (avg_throughput, train_loss, ...) of one `python -m t4bench input=synthetic` run."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{out}/harness.db"
+    mark = uuid.uuid4().hex
+    command = [
+        sys.executable,
+        "-m",
+        "t4bench",
+        "input=synthetic",
+        "progress=off",
+        f"+tracking.tags.harness_check={mark}",
+        f"hydra.run.dir={out}/runs/{mark}",
+        *overrides,
+    ]
+    proc = subprocess.run(command, env={**os.environ, "MLFLOW_TRACKING_URI": uri}, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(
+            f"harness_overhead: {' '.join(command[1:])} exited {proc.returncode}: "
+            f"{proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ''}"
+        )
+    client = MlflowClient(uri)
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    runs = client.search_runs(experiments, filter_string=f"tags.harness_check = '{mark}'")
+    if len(runs) != 1 or runs[0].info.status != "FINISHED":
+        raise SystemExit(f"harness_overhead: expected one FINISHED run tagged {mark}, found {len(runs)}")
+    return {name: float(value) for name, value in runs[0].data.metrics.items()}
+
+
+def run_context(cfg: DictConfig, data_root: Path) -> RunContext:
+    """The context a single-rank run builds (t4bench.pytorch.rank.run_context): cuda:0 for a GPU
+    profile, the profile's precision, the model's memory format."""
+    on_gpu = str(cfg.hw.name) != "cpu" and torch.cuda.is_available()
+    device = torch.device("cuda", 0) if on_gpu else torch.device("cpu")
+    return RunContext(
+        device=device,
+        precision=str(cfg.hw.precision),
+        rank=0,
+        world_size=1,
+        local_rank=0,
+        seed=int(cfg.seed),
+        data_root=data_root,
+        channels_last=bool(cfg.model.get("channels_last", False)) and on_gpu,
+    )
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def bare_loop_throughput(cfg: DictConfig, ctx: RunContext) -> float:
+    """Samples/s (the benchmark's units/s) of zero_grad / forward / backward / step on the
+    benchmark's synthetic batch: the same model, loss, optimizer, LR, precision and memory format."""
+    bench = benchmark_class(cfg)(cfg, ctx)
+    model = bench.build_model().to(ctx.device)
+    if ctx.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    model.train()
+    lr = base_lr(cfg.model.optimizer, int(cfg.model.batch_size), int(cfg.model.schedule.ref_batch_size))
+    opt = optim.build(bench.param_groups(model), cfg.model.optimizer, lr)
+    scaler = torch.amp.GradScaler(ctx.device.type, enabled=ctx.precision == "fp16")
+    # once, as loop.measure_throughput does (a no-op for batches generated on the device)
+    batch = ctx.to_device(bench.synthetic_batch())
+
+    def step() -> int:
+        with torch.autocast(ctx.device.type, dtype=ctx.amp_dtype or torch.float32, enabled=ctx.amp_dtype is not None):
+            loss, units = bench.loss(model, batch)
+        opt.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return units
+
+    for _ in range(int(cfg.input.warmup_steps)):
+        step()
+    synchronize(ctx.device)
+    started, units = time.perf_counter(), 0
+    for _ in range(int(cfg.input.steps)):
+        units += step()
+    synchronize(ctx.device)
+    return units / (time.perf_counter() - started)
+
+
+def compare(overrides: list[str], out: Path) -> Comparison:
+    """t4bench first (a subprocess: it has the GPU to itself), then the bare loop in this process."""
+    cfg = synthetic_config(overrides, out)
+    harness = t4bench_throughput(overrides, out)
+    ctx = run_context(cfg, out)
+    bare = bare_loop_throughput(cfg, ctx)
+    return Comparison(
+        model=str(cfg.model.name),
+        batch=int(cfg.model.batch_size),
+        precision=str(cfg.hw.precision),
+        device=str(ctx.device),
+        unit=benchmark_class(cfg).throughput_unit,
+        t4bench=harness,
+        bare=bare,
+    )
+
+
+def main(overrides: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        result = compare(overrides, Path(tmp))
+    print(
+        f"{result.model} batch {result.batch} {result.precision} on {result.device}: "
+        f"t4bench {result.t4bench:,.1f} {result.unit}, bare loop {result.bare:,.1f} {result.unit}, "
+        f"ratio {result.ratio:.3f}"
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,62 @@
+"""The README's GPU table from a `gpu_suite.py` CSV, as markdown on stdout.
+
+    python perf/suite_table.py perf/results/gpu_suite_nvidia-h200_2026-12-03.csv
+
+NaN throughputs (a run whose loss was not finite) print as "NaN (loss ...)", never as a figure.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import sys
+from pathlib import Path
+
+
+def _rate(value: str, loss: str) -> str:
+    number = float(value)
+    if math.isnan(number):
+        return f"NaN (loss {float(loss):.3g})" if not math.isfinite(float(loss)) else "not run"
+    return f"{number:,.0f}" if number >= 100 else f"{number:.3g}"
+
+
+def _ratio(value: str) -> str:
+    number = float(value)
+    return "-" if math.isnan(number) else f"{number:.3f}"
+
+
+def _share(value: str) -> str:
+    number = float(value)
+    return "-" if math.isnan(number) else f"{100 * number:.1f}%"
+
+
+def markdown(path: Path) -> str:
+    with path.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    if not rows:
+        return f"{path}: no rows"
+    first = rows[0]
+    lines = [
+        f"{first['gpu']}, torch {first['torch']}, {first['precision']}, synthetic reference shapes, "
+        f"{first['date']}; FLOP share = counted FLOP/s over the measured {float(first['peak_tflops']):,.0f} "
+        "TFLOP/s bf16 matmul peak",
+        "",
+        "| model | batch | unit | bare eager | t4bench same settings | ratio | t4bench best | best / bare "
+        "| FLOP share bare / best |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['model']} | {row['batch']} | {row['unit']} | {_rate(row['bare_eager'], row['bare_loss'])} "
+            f"| {_rate(row['t4bench_same'], row['same_loss'])} | {_ratio(row['same_over_bare'])} "
+            f"| {_rate(row['t4bench_best'], row['best_loss'])} (perf={row['best_perf']}) "
+            f"| {_ratio(row['best_over_bare'])} "
+            f"| {_share(row['bare_flop_fraction'])} / {_share(row['best_flop_fraction'])} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: suite_table.py RESULTS.csv")
+    print(markdown(Path(sys.argv[1])))

@@ -1,0 +1,159 @@
+"""The whole command line checked before Hydra starts, so that nothing exists yet when it is refused:
+no run or sweep directory, no MLflow run, no Optuna study.
+
+The config is composed here as Hydra will compose it (a --multirun twice: with every searched
+parameter at the low end of its range and at the high end, so an unknown parameter or a range
+reaching a bad value is named before the study exists), then checked: Hydra's composition errors,
+`+` keys no code reads (t4bench.preflight.overrides), every config value (t4bench.preflight.config), the scale
+(t4bench.preflight.hardware), a sweep's search ranges (t4bench.sweep.space), its output folder, its
+Optuna storage and the tracking store (t4bench.preflight.storage), the data files' structure (the
+benchmark's `check_inputs`). Each failure is one `T4BenchError` line.
+
+Hydra, OmegaConf and the standard library load at import (~0.3 s per composition); the
+benchmark's module only for the data check, once the config is known to be good.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from t4bench.errors import T4BenchError
+from t4bench.preflight import config as validation
+from t4bench.preflight import hardware, overrides
+from t4bench.preflight import storage as probe
+
+MULTIRUN_FLAGS = ("--multirun", "-m")
+
+
+def _parse(lines: Sequence[str]) -> list[Any]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create().parse_overrides(list(lines))
+
+
+def _sample(override: Any, high: bool) -> str:
+    """`key=value` with the value at one end of a sweep override's range (first/last choice)."""
+    from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
+
+    from t4bench.sweep.space import check_sweep, format_value
+
+    value = override.value()
+    if not isinstance(value, (ChoiceSweep, IntervalSweep, RangeSweep)):
+        values = list(override.sweep_string_iterator())  # a plain list: a,b,c
+        return f"{override.get_key_element()}={values[-1] if high else values[0]}"
+    if override.key_or_group != "seed":
+        check_sweep(override)
+    if isinstance(value, ChoiceSweep):
+        chosen = value.list[-1] if high else value.list[0]
+    elif isinstance(value, RangeSweep):
+        items = list(override.sweep_iterator())
+        chosen = items[-1] if (high and items) else value.start
+    else:
+        chosen = value.end if high else value.start
+    return f"{override.get_key_element()}={format_value(chosen)}"
+
+
+def _compose(lines: Sequence[str], argv: Sequence[str]) -> DictConfig:
+    """The config of `lines` (with Hydra's node), Hydra's errors as one line about `argv`."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+
+    try:
+        with initialize_config_dir(config_dir=str(hardware.CONF_DIR), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=list(lines), return_hydra_config=True)
+            task = [line for line in lines if not _is_hydra(line)]
+            overrides.check_added_keys(task, cfg=cfg)
+            return cfg
+    except HydraException as err:
+        message = overrides.explain(err, argv)
+    raise T4BenchError(message)
+
+
+def _is_hydra(line: str) -> bool:
+    key = line.split("=", 1)[0].lstrip("+~")
+    return key == "hydra" or key.startswith(("hydra.", "hydra/"))
+
+
+def _check_values(cfg: DictConfig) -> None:
+    validation.validate(cfg)
+    hardware.check_scale(cfg)
+
+
+def _check_places(cfg: DictConfig) -> None:
+    """The hardware, the tracking store and the data files' structure, resolved as the job will resolve them
+    (Hydra's node set, so `${hydra:runtime.cwd}` is this directory). The benchmark's module (and
+    torch) load here instead of later in the same process."""
+    from hydra.core.hydra_config import HydraConfig
+
+    HydraConfig.instance().set_config(cfg)
+    try:
+        hardware.check(cfg)  # the hardware asked for is here (hw=h200 on a CPU host: one line)
+        probe.tracking(str(cfg.tracking.uri))  # a dead server or damaged store: one line in seconds
+        if not bool(OmegaConf.select(cfg, "input.synthetic", default=False)):
+            from t4bench.benchmark import benchmark_class
+
+            benchmark_class(cfg).check_inputs(cfg)
+    finally:
+        HydraConfig.instance().cfg = None  # Hydra sets the job's own when it starts it
+
+
+def _searched(cfg: DictConfig, argv_overrides: Sequence[Any]) -> tuple[list[str], list[Any]]:
+    """The sweeper's `params` that are plain values (passed to every job), and the sweep overrides:
+    the command line's and the `params`' (the command line wins)."""
+    params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None)
+    plain = OmegaConf.to_container(params) if isinstance(params, DictConfig) else {}
+    lines = [f"{key!s}={text}" for key, text in plain.items()] if isinstance(plain, dict) else []
+    from_config = {o.key_or_group: o for o in _parse(lines)}
+    for override in argv_overrides:
+        from_config.pop(override.key_or_group, None)
+    plain_params = [o.input_line for o in from_config.values() if not o.is_sweep_override()]
+    searched = [o for o in from_config.values() if o.is_sweep_override()]
+    return plain_params, [*searched, *(o for o in argv_overrides if o.is_sweep_override())]
+
+
+def _check_output(cfg: DictConfig, option: str) -> None:
+    """The folder Hydra will write (already checked when given on the command line)."""
+    try:
+        folder = Path(str(OmegaConf.select(cfg, option)))
+    except Exception:  # an interpolation only Hydra's job can fill: Hydra will say
+        return
+    problem = probe.writable_dir_problem(folder)
+    if problem:
+        raise T4BenchError(f"{option}={folder}: {problem}; Hydra writes the outputs there")
+
+
+def check(argv: Sequence[str]) -> None:
+    """Raise one `T4BenchError` line for anything wrong on the command line `argv`."""
+    if any(arg.startswith("-") and arg not in MULTIRUN_FLAGS for arg in argv):
+        return  # --cfg, --help, --info, --config-name ...: printing, or a config Hydra loads itself
+    multirun = any(arg in MULTIRUN_FLAGS for arg in argv)
+    lines = [arg for arg in argv if not arg.startswith("-")]
+    try:
+        parsed = _parse(lines)
+    except Exception as err:  # the override grammar
+        from hydra.errors import HydraException
+
+        if isinstance(err, HydraException):
+            raise T4BenchError(overrides.explain(err, argv)) from None
+        raise
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+    if not multirun:
+        cfg = _compose(lines, argv)
+        _check_values(cfg)
+        _check_places(cfg)
+        return
+    cfg = _compose(fixed, argv)
+    _check_output(cfg, "hydra.sweep.dir")
+    storage = OmegaConf.select(cfg, "hydra.sweeper.storage", default=None)
+    if storage:
+        probe.optuna_storage(str(storage))
+    plain_params, searched = _searched(cfg, [o for o in parsed if o.is_sweep_override()])
+    for high in (False, True):
+        sampled = [_sample(override, high) for override in searched]
+        job = _compose([*fixed, *plain_params, *sampled], argv)
+        _check_values(job)
+    _check_places(job)

@@ -1,0 +1,343 @@
+"""Check the composed config before anything starts: types, ranges and what this host can hold.
+
+One declarative table (`RULES`) says what each key may be; `validate(cfg)` walks it and raises one
+`T4BenchError` line `<key>=<value>: <what is allowed>` for the first bad value, so `seed=abc`,
+`hw.count=0` or a negative LR fail in about a second, before torch, MLflow or any run exists.
+Keys a model does not have are skipped (the table covers every model's options).
+Only the standard library and OmegaConf load here.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from t4bench import hardware, run_env
+from t4bench.errors import T4BenchError
+from t4bench.preflight.hardware import CONF_DIR
+
+_ABSENT = object()
+
+
+@dataclass(frozen=True)
+class Number:
+    """An int (`integer=True`) or a finite real in [low, high] (open ends with `*_open`)."""
+
+    integer: bool = False
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    nullable: bool = False
+
+    def allowed(self) -> str:
+        kind = "an integer" if self.integer else "a finite number"
+        bounds = []
+        if self.low is not None:
+            bounds.append(f"{'>' if self.low_open else '>='} {_fmt(self.low)}")
+        if self.high is not None:
+            bounds.append(f"{'<' if self.high_open else '<='} {_fmt(self.high)}")
+        text = f"{kind} {' and '.join(bounds)}" if bounds else kind
+        return f"{text}, or null" if self.nullable else text
+
+    def accepts(self, value: Any) -> bool:
+        if value is None:
+            return self.nullable
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if self.integer and not isinstance(value, int):
+            return False
+        if not math.isfinite(value):
+            return False
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return not (self.high is not None and (value >= self.high if self.high_open else value > self.high))
+
+
+@dataclass(frozen=True)
+class Choice:
+    options: tuple[str, ...]
+    nullable: bool = False
+
+    def allowed(self) -> str:
+        return "one of " + ", ".join(self.options) + (", or null" if self.nullable else "")
+
+    def accepts(self, value: Any) -> bool:
+        return (value is None and self.nullable) or (isinstance(value, str) and value in self.options)
+
+
+@dataclass(frozen=True)
+class Flag:
+    def allowed(self) -> str:
+        return "true or false"
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Numbers:
+    """A list of numbers, each `item`, of exactly `length` entries when given."""
+
+    item: Number
+    length: int | None = None
+
+    def allowed(self) -> str:
+        size = f"{self.length} " if self.length else ""
+        return f"a list of {size}numbers, each {self.item.allowed()}"
+
+    def accepts(self, value: Any) -> bool:
+        if not isinstance(value, (list, tuple)):
+            return False
+        return (self.length is None or len(value) == self.length) and all(self.item.accepts(v) for v in value)
+
+
+Rule = Number | Choice | Flag | Numbers
+
+POSITIVE_INT = Number(integer=True, low=1)
+NON_NEGATIVE_INT = Number(integer=True, low=0)
+POSITIVE = Number(low=0, low_open=True)
+NON_NEGATIVE = Number(low=0)
+PROBABILITY = Number(low=0, high=1)
+#: dropout, label smoothing, momentum, Adam betas: 1 would stop learning altogether
+UNIT_OPEN = Number(low=0, high=1, high_open=True)
+
+RULES: tuple[tuple[str, Rule], ...] = (
+    # numpy's and torch's seeds must fit in 32 bits unsigned (numpy rejects negatives)
+    ("seed", Number(integer=True, low=0, high=2**32 - 1)),
+    ("max_epochs", POSITIVE_INT),
+    # a fraction 1/k of an epoch (checked whole in check_eval_every)
+    ("eval_every", Number(low=0, high=1, low_open=True)),
+    ("progress", Choice(("auto", "bar", "plain", "off"))),
+    # the MLPerf round whose reference targets apply (before model.target, which reads it)
+    ("scale.target_version", Choice(("v0_5", "v0_6"))),
+    ("input.synthetic", Flag()),
+    ("input.steps", POSITIVE_INT),
+    ("input.warmup_steps", NON_NEGATIVE_INT),
+    ("hw.count", POSITIVE_INT),
+    # host memory one CPU rank needs (check_host); null: measured per scale (RANK_MEMORY_GB)
+    ("hw.rank_memory_gb", Number(low=0, low_open=True, nullable=True)),
+    ("hw.strict", Flag()),
+    ("hw.threads", Number(integer=True, low=1, nullable=True)),
+    ("hw.loader_workers", Number(integer=True, low=0, nullable=True)),
+    # hw=auto leaves precision null (the detected profile's)
+    ("hw.precision", Choice(("fp32", "fp16", "bf16"), nullable=True)),
+    ("hw.telemetry.enabled", Flag()),
+    ("hw.telemetry.interval_s", POSITIVE),
+    ("hw.telemetry.log_interval_s", POSITIVE),
+    ("dist.backend", Choice(("ddp", "horovod"))),
+    ("dist.process_group", Choice(("auto", "nccl", "gloo"))),
+    ("dist.compression", Choice(("none", "fp16"))),
+    ("dist.timeout_s", POSITIVE),
+    ("dist.max_restarts", NON_NEGATIVE_INT),
+    # checkpoint/resume (t4bench.pytorch.checkpoint, t4bench.pytorch.resume): every N epochs (0: off), newest kept
+    ("checkpoint.every", NON_NEGATIVE_INT),
+    ("checkpoint.keep", POSITIVE_INT),
+    # the Optuna sweeper (checked by preflight/command_line, which composes Hydra's node); n_trials=0 on an
+    # existing study reports it and runs nothing
+    ("hydra.sweeper.n_trials", NON_NEGATIVE_INT),
+    # null: hw.runs_per_gpu x GPUs (t4bench.packing)
+    ("hydra.sweeper.n_jobs", Number(integer=True, low=1, nullable=True)),
+    # null: no limit (t4bench.sweep.study)
+    ("hydra.sweeper.timeout", Number(low=0, nullable=True)),
+    ("hydra.sweeper.seeds_per_trial", POSITIVE_INT),
+    ("resume_finished", Flag()),
+    ("model.batch_size", POSITIVE_INT),
+    ("model.eval_batch_size", POSITIVE_INT),
+    ("model.max_epochs", POSITIVE_INT),
+    ("model.label_smoothing", UNIT_OPEN),
+    ("model.optimizer.name", Choice(("adam", "adamw", "sgd"))),
+    ("model.optimizer.lr", POSITIVE),
+    ("model.optimizer.weight_decay", NON_NEGATIVE),
+    ("model.optimizer.momentum", UNIT_OPEN),
+    ("model.optimizer.nesterov", Flag()),
+    ("model.optimizer.eps", POSITIVE),
+    ("model.optimizer.betas", Numbers(UNIT_OPEN, length=2)),
+    ("model.optimizer.lr_scaling", Choice(("none", "linear"))),
+    # gradients clipped to this global norm (trainer); 0 or null: off
+    ("model.optimizer.clip_grad_norm", Number(low=0, nullable=True)),
+    ("model.channels_last", Flag()),
+    ("model.schedule.unit", Choice(("samples", "steps"))),
+    ("model.schedule.kind", Choice(("constant", "step", "inverse_sqrt"))),
+    ("model.schedule.warmup_shape", Choice(("linear", "exponential"))),
+    ("model.schedule.warmup_epochs", NON_NEGATIVE),
+    ("model.schedule.decay_epochs", Numbers(NON_NEGATIVE)),
+    ("model.schedule.decay_factor", Number(low=0, high=1, low_open=True)),
+    ("model.schedule.ref_batch_size", POSITIVE_INT),
+    ("model.data.train_negatives", NON_NEGATIVE_INT),
+    ("model.data.eval_negatives", POSITIVE_INT),
+    ("model.data.hflip", PROBABILITY),
+    ("model.data.val_limit", Number(integer=True, low=1, nullable=True)),
+    ("model.data.image_size", POSITIVE_INT),
+    ("model.data.crop_padding", NON_NEGATIVE_INT),
+    ("model.data.max_len", POSITIVE_INT),
+    ("model.data.eval_max_sentences", Number(integer=True, low=1, nullable=True)),
+    ("model.data.synthetic_image_size", Numbers(POSITIVE_INT, length=2)),
+    ("model.data.synthetic_objects", POSITIVE_INT),
+    ("model.arch.num_classes", Number(integer=True, low=2)),
+    ("model.arch.dropout", UNIT_OPEN),
+    ("model.arch.label_smoothing", UNIT_OPEN),
+)
+
+#: what a framework's loop accepts beyond (or instead of) the PyTorch loop's choices, by model.framework
+FRAMEWORK_RULES: dict[str, tuple[tuple[str, Rule], ...]] = {
+    "tensorflow": (
+        # the TF reference: warm-up, then polynomial decay (t4bench.tf)
+        ("model.schedule.kind", Choice(("constant", "step", "inverse_sqrt", "polynomial"))),
+        ("model.schedule.power", POSITIVE),
+        ("model.schedule.end_factor", Number(low=0, high=1)),
+    ),
+}
+
+#: quality metrics that are fractions (a target of 0 is met before training, above 1 never)
+FRACTION_METRICS = frozenset({"hr_at_10", "ndcg_at_10", "top1", "box_map", "mask_map"})
+#: SacreBLEU is 0..100
+PERCENT_METRICS = frozenset({"bleu"})
+
+#: host memory one CPU rank needs (interpreter, torch, MLflow, its data, model, activations), by
+#: scale: peak RSS of one-process mini runs measured 1.04 GB (NCF) and 1.16 GB (SSD), one epoch;
+#: hw.rank_memory_gb overrides it
+RANK_MEMORY_GB = {"mini": 1.25}
+DEFAULT_RANK_MEMORY_GB = 4.0
+
+
+def _fmt(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, (ListConfig, DictConfig)):
+        value = OmegaConf.to_container(value, resolve=False)
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _lookup(cfg: DictConfig, key: str) -> Any:
+    """The resolved value at `key`, `_ABSENT` when the config has no such key."""
+    try:
+        value = OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=True)
+    except OmegaConfBaseException as err:
+        detail = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise T4BenchError(f"{key}: cannot be resolved ({detail})") from None
+    if isinstance(value, (ListConfig, DictConfig)):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
+
+
+def rules_for(cfg: DictConfig) -> list[tuple[str, Rule]]:
+    """RULES with the run's framework's own rules in place of the PyTorch loop's."""
+    framework = _lookup(cfg, "model.framework")
+    own = dict(FRAMEWORK_RULES.get(str(framework), ()))
+    return [(key, own.pop(key, rule)) for key, rule in RULES] + list(own.items())
+
+
+def check_rules(cfg: DictConfig, rules: Sequence[tuple[str, Rule]] | None = None) -> None:
+    for key, rule in rules_for(cfg) if rules is None else rules:
+        value = _lookup(cfg, key)
+        if value is not _ABSENT and not rule.accepts(value):
+            raise T4BenchError(f"{key}={_shown(value)}: must be {rule.allowed()}")
+
+
+def check_targets(cfg: DictConfig) -> None:
+    """model.target: at least one metric, each a number within the metric's scale."""
+    target = _lookup(cfg, "model.target")
+    if target is _ABSENT:
+        return
+    if not isinstance(target, Mapping) or not target:
+        raise T4BenchError(f"model.target={_shown(target)}: must map at least one metric name to its target value")
+    for name, value in target.items():
+        high = 1.0 if name in FRACTION_METRICS else 100.0 if name in PERCENT_METRICS else None
+        rule = Number(low=0, low_open=True, high=high)
+        if not rule.accepts(value):
+            raise T4BenchError(f"model.target.{name}={_shown(value)}: must be {rule.allowed()}")
+
+
+def _available_memory_gb() -> float | None:
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return None
+
+
+def rank_memory_gb(cfg: DictConfig) -> float:
+    given = cfg.hw.get("rank_memory_gb")
+    if given is not None:
+        return float(given)
+    return RANK_MEMORY_GB.get(str(cfg.scale.name), DEFAULT_RANK_MEMORY_GB)
+
+
+def max_cpu_ranks(cfg: DictConfig) -> tuple[int, str]:
+    """How many CPU ranks this host can run at once, and why: one core each (more ranks than cores
+    only time-slice, which measures the scheduler), and the memory each rank needs."""
+    cores = hardware.host_cores()
+    memory = _available_memory_gb()
+    per_rank = rank_memory_gb(cfg)
+    limit, why = cores, f"{cores} cores"
+    if memory is not None:
+        by_memory = max(int(memory // per_rank), 1)
+        why += f", {memory:.1f} GB memory available at ~{_fmt(round(per_rank, 2))} GB per {cfg.scale.name} rank"
+        limit = min(limit, by_memory)
+    return limit, why
+
+
+def check_host(cfg: DictConfig) -> None:
+    """hw.count against what this host holds. GPU counts are hardware.check's (it knows the
+    profile); here: CPU ranks, also a GPU profile falling back to the CPU (hw.strict=false)."""
+    count = int(cfg.hw.count)
+    if count <= 1 or run_env.read_launcher(os.environ).world_size > 1:  # under a launcher, it placed the ranks
+        return
+    name = str(cfg.hw.name)
+    if name not in ("cpu", "auto") and bool(cfg.hw.get("strict", True)):
+        return  # hardware.check says which GPUs are missing; hw.strict=false falls back to the CPU
+    if name != "cpu" and hardware.detect().gpus:
+        return
+    limit, why = max_cpu_ranks(cfg)
+    if count > limit:
+        raise T4BenchError(f"hw.count={count}: must be 1..{limit} CPU ranks on this host ({why})")
+
+
+def check_hparams(cfg: DictConfig) -> None:
+    """`hparams=tuned` needs a preset for this model and scale: never a silent fall-back to the
+    reference settings (the run would be recorded as tuned)."""
+    node = cfg.get("hparams")
+    if node is None or node.get("name") != "tuned" or node.get("preset"):
+        return
+    model, scale = cfg.model.name, cfg.scale.name
+    presets = sorted(p.stem.removesuffix("_tuned") for p in (CONF_DIR / "model_hparams").glob("*_tuned.yaml"))
+    raise T4BenchError(
+        f"hparams=tuned: no tuned preset for model={model} scale={scale} "
+        f"(conf/model_hparams/{model}_{scale}_tuned.yaml); presets exist for: {', '.join(presets) or 'none'}"
+    )
+
+
+def check_eval_every(cfg: DictConfig) -> None:
+    """eval_every is 1/k of an epoch for a whole k (the loop evaluates k times an epoch)."""
+    value = _lookup(cfg, "eval_every")
+    if value is _ABSENT or value is None:
+        return
+    per_epoch = round(1.0 / float(value))
+    if abs(per_epoch * float(value) - 1.0) > 1e-3:
+        raise T4BenchError(
+            f"eval_every={_shown(value)}: must be 1/k of an epoch for a whole k >= 1 (1, 0.5, 0.25, ...)"
+        )
+
+
+def validate(cfg: DictConfig) -> None:
+    """Raise one T4BenchError line for the first config value that cannot work; no side effects."""
+    check_rules(cfg)
+    check_eval_every(cfg)
+    check_targets(cfg)
+    check_hparams(cfg)
+    threads = os.environ.get("OMP_NUM_THREADS")
+    if threads is not None and not (threads.isdigit() and int(threads) >= 1):
+        raise T4BenchError(f"OMP_NUM_THREADS={threads}: must be a positive integer (or unset)")
+    check_host(cfg)

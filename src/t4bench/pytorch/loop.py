@@ -1,0 +1,145 @@
+"""The PyTorch training loop: the MLPerf cadence of `t4bench.cadence` (when to evaluate, stop,
+what counts as diverged, the MLPerf events) on this framework's `Trainer`, plus checkpoints and
+resume (`t4bench.pytorch.resume`). Every PyTorch benchmark plugs in through
+`t4bench.benchmark.Benchmark`; nothing here knows which model it trains. The optimisation state is
+`t4bench.pytorch.trainer.Trainer`'s.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from omegaconf import DictConfig
+
+from t4bench import cadence
+from t4bench import mlflow_names as names
+from t4bench.benchmark import Benchmark
+from t4bench.cadence import Diverged, EpochCallback
+from t4bench.frameworks import EpochLogger, RunResult  # re-exported: callers name t4bench.pytorch.loop.RunResult
+from t4bench.mlperf import MLPerfLog, constants
+from t4bench.progress import ProgressReporter
+from t4bench.pytorch import distributed
+from t4bench.pytorch.context import RunContext
+from t4bench.pytorch.resume import EpochCheckpoints
+from t4bench.pytorch.trainer import LOSS_READ_INTERVAL, Trainer
+from t4bench.stopping import StopRun  # framework-free, so callbacks need not import torch
+
+__all__ = ["LOSS_READ_INTERVAL", "RunResult", "StopRun", "Trainer", "measure_throughput", "train_to_target"]
+
+
+class TorchSteps:
+    """`cadence.Steps` on the PyTorch Trainer: an epoch's batches from the benchmark, the stop
+    decision broadcast from rank 0."""
+
+    def __init__(self, bench: Benchmark, trainer: Trainer) -> None:
+        self.bench, self.trainer = bench, trainer
+        self._batches: Any = iter(())
+
+    @property
+    def global_batch(self) -> int:
+        return self.trainer.global_batch
+
+    @property
+    def samples_seen(self) -> int:
+        return self.trainer.samples_seen
+
+    def begin_epoch(self, epoch: int) -> int:
+        batches = self.bench.train_batches(epoch)
+        self._batches = iter(batches)
+        return len(batches)
+
+    def train(self, start: int, stop: int, progress: ProgressReporter, unit: str) -> dict[str, float]:
+        return self.trainer.train_steps(self._batches, stop - start, progress, unit)
+
+    def evaluate(self) -> dict[str, float]:
+        return self.trainer.evaluate()
+
+    def barrier(self) -> None:
+        distributed.barrier()
+
+    def agree(self, stop: str | None) -> str | None:
+        return distributed.broadcast_object(stop)
+
+
+def train_to_target(
+    bench: Benchmark,
+    cfg: DictConfig,
+    ctx: RunContext,
+    *,
+    mlperf: MLPerfLog,
+    progress: ProgressReporter,
+    logger: EpochLogger,
+    callbacks: Sequence[EpochCallback] = (),
+    init_started: float,
+) -> RunResult:
+    """Train until every `cfg.model.target` metric is reached, `cfg.max_epochs` epochs ran, or the
+    loss diverged; a `resume=` run continues where its checkpoint left off."""
+    per_epoch = cadence.evaluations_per_epoch(float(cfg.get("eval_every", 1.0)))
+    trainer = Trainer(bench, cfg, ctx)
+    saves = EpochCheckpoints(cfg, ctx.is_main, logger)
+    continued = saves.resume_into(trainer)
+    services = {"mlperf": mlperf, "progress": progress, "logger": logger, "callbacks": callbacks}
+    run = cadence.Cadence.of(bench, cfg, per_epoch, is_main=ctx.is_main, **services)
+
+    def after_epoch(epoch: int, elapsed_s: float, throughputs: list[float], evaluations: int) -> None:
+        saves.after_epoch(trainer, epoch, elapsed_s=elapsed_s, throughputs=throughputs, evaluations=evaluations)
+
+    return cadence.train_to_target(
+        TorchSteps(bench, trainer), run, init_started=init_started, continued=continued, after_epoch=after_epoch
+    )
+
+
+def measure_throughput(
+    bench: Benchmark,
+    cfg: DictConfig,
+    ctx: RunContext,
+    *,
+    mlperf: MLPerfLog,
+    progress: ProgressReporter,
+    logger: EpochLogger,
+    init_started: float,
+) -> RunResult:
+    """`input=synthetic`: the same training step on one generated batch, for a fixed step count. A
+    run whose loss diverges (the same rule as training) reports no throughput."""
+    trainer = Trainer(bench, cfg, ctx)
+    # once, before timing: Trainer.step then finds it on the device (NCF builds it on the host)
+    batch = ctx.to_device(bench.synthetic_batch())
+    unit = bench.throughput_unit
+    warmup, steps = int(cfg.input.warmup_steps), int(cfg.input.steps)
+    mlperf.event(constants.GLOBAL_BATCH_SIZE, trainer.global_batch)
+    started = time.perf_counter()
+    try:
+        # untimed warm-up: kernel selection, allocator growth, lazy init
+        trainer.train_steps(iter([batch] * warmup), warmup, ProgressReporter("off"), unit)
+        distributed.barrier()
+        mlperf.end(constants.INIT_STOP)
+        mlperf.start(constants.RUN_START)
+        started = time.perf_counter()
+        progress.epoch_start(1, steps)
+        stats = trainer.train_steps(iter([batch] * steps), steps, progress, unit)
+    except Diverged as err:
+        progress.line(f"diverged: {err}")
+        mlperf.end(constants.RUN_STOP, status=constants.ABORTED)
+        return RunResult(
+            outcome=names.OUTCOME_DIVERGED,
+            epochs_run=0.0,
+            epochs_to_converge=None,
+            time_to_train_s=time.perf_counter() - started,
+            # a throughput measured on a diverged loss is not a throughput
+            avg_throughput=float("nan"),
+            note=str(err),
+        )
+    elapsed = time.perf_counter() - started
+    metrics = {**stats, names.EPOCH_TIME_S: elapsed}
+    logger.log_epoch(1, metrics)
+    progress.epoch_end(1, metrics, unit)
+    mlperf.end(constants.RUN_STOP, status=constants.ABORTED)
+    return RunResult(
+        outcome=names.OUTCOME_THROUGHPUT_ONLY,
+        epochs_run=0.0,
+        epochs_to_converge=None,
+        time_to_train_s=elapsed,
+        avg_throughput=stats[names.THROUGHPUT],
+    )

@@ -1,0 +1,214 @@
+"""The training step under the `perf` options: eager (autocast, GradScaler, optimizer step: the
+loop's step as it always was) or the whole step captured once in a CUDA graph and replayed; and a
+prefetcher that copies the next batch to the GPU on a side stream while the current step runs.
+
+Why a whole-step graph: a small model's step (NCF at batch 256: ~60 kernels of a few microseconds)
+is bound by kernel launches from Python, not by the GPU; one graph replay launches them all at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from t4bench.pytorch.context import RunContext
+from t4bench.pytorch.perf import PerfOptions
+
+LossFn = Callable[[torch.nn.Module, Any], tuple[torch.Tensor, int]]
+OptimizerStep = Callable[[torch.amp.GradScaler, torch.optim.Optimizer], None]
+Step = Callable[[Any], tuple[torch.Tensor, int]]
+
+
+def _default_optimizer_step(scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer) -> None:
+    scaler.step(optimizer)
+    scaler.update()
+
+
+def eager_step(
+    loss_fn: LossFn,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    ctx: RunContext,
+    optimizer_step: OptimizerStep = _default_optimizer_step,
+) -> Step:
+    """forward under autocast, zero_grad, (scaled) backward, optimizer step."""
+
+    def step(batch: Any) -> tuple[torch.Tensor, int]:
+        with torch.autocast(
+            device_type=ctx.device.type, dtype=ctx.amp_dtype or torch.float32, enabled=ctx.amp_dtype is not None
+        ):
+            loss, units = loss_fn(model, batch)
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        optimizer_step(scaler, optimizer)
+        return loss.detach(), units
+
+    return step
+
+
+class GraphStep:
+    """The first `warmup` calls run eagerly on a side stream (real steps; they let lazy state such
+    as optimizer moments and cuBLAS workspaces exist before capture); the next call captures the
+    step and replays it, and every later call copies its batch into the captured input tensors and
+    replays. A batch of another shape (an epoch's last, short batch) runs eagerly instead.
+
+    The learning rate becomes a device tensor at capture (a Python float would be frozen into the
+    graph); the loop keeps writing floats into `param_groups`, which are copied into it before each
+    replay. `units` of a replay is the captured step's: static shapes, static counts.
+    """
+
+    def __init__(
+        self, loss_fn: LossFn, model: torch.nn.Module, optimizer: torch.optim.Optimizer, ctx: RunContext, warmup: int
+    ) -> None:
+        self.loss_fn, self.model, self.optimizer, self.ctx = loss_fn, model, optimizer, ctx
+        self.warmup = warmup
+        self.eager = eager_step(loss_fn, model, optimizer, torch.amp.GradScaler(enabled=False), ctx)
+        self.calls = 0
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.static_batch: Any = None
+        self.static_loss: torch.Tensor | None = None
+        self.units = 0
+        self.lrs: list[tuple[dict[str, Any], torch.Tensor, float]] = []
+
+    def __call__(self, batch: Any) -> tuple[torch.Tensor, int]:
+        self.calls += 1
+        if self.graph is None and self.calls <= self.warmup:
+            return self._on_side_stream(batch)
+        if self.graph is None:
+            self._capture(batch)
+        elif not _same_shapes(self.static_batch, batch):
+            return self.eager(batch)
+        else:
+            _copy_into(self.static_batch, batch)
+        self._load_lrs()
+        assert self.graph is not None and self.static_loss is not None
+        self.graph.replay()
+        return self.static_loss.clone(), self.units
+
+    def _on_side_stream(self, batch: Any) -> tuple[torch.Tensor, int]:
+        side = torch.cuda.Stream(self.ctx.device)
+        side.wait_stream(torch.cuda.current_stream(self.ctx.device))
+        with torch.cuda.stream(side):
+            loss, units = self.eager(batch)
+        torch.cuda.current_stream(self.ctx.device).wait_stream(side)
+        return loss, units
+
+    def _capture(self, batch: Any) -> None:
+        self.static_batch = _clone(batch)
+        for group in self.optimizer.param_groups:
+            value = float(group["lr"])
+            group["lr"] = torch.tensor(value, device=self.ctx.device)
+            self.lrs.append((group, group["lr"], value))
+        self.optimizer.zero_grad(set_to_none=True)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            with torch.autocast(
+                device_type="cuda", dtype=self.ctx.amp_dtype or torch.float32, enabled=self.ctx.amp_dtype is not None
+            ):
+                loss, self.units = self.loss_fn(self.model, self.static_batch)
+            loss.backward()
+            self.optimizer.step()
+        self.static_loss = loss.detach()
+        self.graph = graph
+
+    def _load_lrs(self) -> None:
+        """Copy the float the loop wrote into each group into the captured LR tensor (one small
+        kernel, only when it changed), and put the tensor back in the group."""
+        for index, (group, tensor, last) in enumerate(self.lrs):
+            value = group["lr"]
+            if not isinstance(value, torch.Tensor):
+                if float(value) != last:
+                    tensor.fill_(float(value))
+                    self.lrs[index] = (group, tensor, float(value))
+                group["lr"] = tensor
+
+
+def build_step(
+    loss_fn: LossFn,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    ctx: RunContext,
+    options: PerfOptions,
+    optimizer_step: OptimizerStep = _default_optimizer_step,
+) -> Step:
+    """The step the options ask for. CUDA graphs need a CUDA device, no GradScaler (its inf check
+    reads the host) and one rank (gradient all-reduce inside a captured graph is not set up here);
+    otherwise the eager step."""
+    if options.cuda_graphs and ctx.device.type == "cuda" and not scaler.is_enabled() and ctx.world_size == 1:
+        return GraphStep(loss_fn, model, optimizer, ctx, options.graph_warmup_steps)
+    return eager_step(loss_fn, model, optimizer, scaler, ctx, optimizer_step)
+
+
+def prefetched(batches: Iterable[Any], ctx: RunContext) -> Iterator[Any]:
+    """`batches` moved to the device one ahead: batch n+1's copy (non-blocking from pinned memory)
+    is issued on a side stream before batch n is handed out, so it overlaps batch n's step."""
+    if ctx.device.type != "cuda":
+        yield from batches
+        return
+    side = torch.cuda.Stream(ctx.device)
+    main = torch.cuda.current_stream(ctx.device)
+
+    def load(batch: Any) -> Any:
+        side.wait_stream(main)  # the copy's destination memory may have been freed by main
+        with torch.cuda.stream(side):
+            return ctx.to_device(batch)
+
+    iterator = iter(batches)
+    try:
+        ready = load(next(iterator))
+    except StopIteration:
+        return
+    for batch in iterator:
+        current, ready = ready, None
+        main.wait_stream(side)
+        _record_on(current, main)
+        ready = load(batch)
+        yield current
+    main.wait_stream(side)
+    _record_on(ready, main)
+    yield ready
+
+
+def _leaves(batch: Any) -> list[torch.Tensor]:
+    if isinstance(batch, torch.Tensor):
+        return [batch]
+    if isinstance(batch, Mapping):
+        return [leaf for value in batch.values() for leaf in _leaves(value)]
+    if isinstance(batch, Sequence) and not isinstance(batch, str):
+        return [leaf for value in batch for leaf in _leaves(value)]
+    return []
+
+
+def _record_on(batch: Any, stream: torch.cuda.Stream) -> None:
+    """Tell the allocator these side-stream tensors are used on `stream` (no early reuse)."""
+    for tensor in _leaves(batch):
+        if tensor.is_cuda:
+            tensor.record_stream(stream)
+
+
+def _same_shapes(a: Any, b: Any) -> bool:
+    left, right = _leaves(a), _leaves(b)
+    return len(left) == len(right) and all(
+        x.shape == y.shape and x.dtype == y.dtype for x, y in zip(left, right, strict=True)
+    )
+
+
+def _copy_into(static: Any, batch: Any) -> None:
+    for target, source in zip(_leaves(static), _leaves(batch), strict=True):
+        target.copy_(source, non_blocking=True)
+
+
+def _clone(batch: Any) -> Any:
+    if isinstance(batch, torch.Tensor):
+        return batch.clone()
+    if isinstance(batch, Mapping):
+        return {key: _clone(value) for key, value in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(_clone(value) for value in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_clone(value) for value in batch)
+    return batch

@@ -1,0 +1,106 @@
+"""The PyTorch side of a rank (`frameworks.ENTRIES["pytorch"]`): join the process group (DDP or
+Horovod), set the CPU threads, take the device, build the benchmark and train it through
+`t4bench.pytorch.loop`. Everything framework-neutral around it is `t4bench.rank`'s."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+from omegaconf import DictConfig
+
+from t4bench import mlflow_names as names
+from t4bench import seeding
+from t4bench.benchmark import Benchmark
+from t4bench.errors import T4BenchError
+from t4bench.frameworks import RunServices
+from t4bench.pytorch import distributed, launch, loop
+from t4bench.pytorch.context import RunContext
+from t4bench.pytorch.perf import PerfOptions
+from t4bench.run_env import RunEnvironment
+
+T = TypeVar("T")
+
+
+def device_for(env: RunEnvironment) -> torch.device:
+    """This rank's device: cuda:<local_rank> when the environment trains on CUDA, else the CPU."""
+    if env.device_kind != "cuda":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise T4BenchError(
+            f"hw={env.hw.name} trains on CUDA, but torch {torch.__version__} here cannot use it "
+            "(a CPU build, or no usable driver); install a CUDA build of torch or use hw=cpu"
+        )
+    index = env.local_rank % torch.cuda.device_count()
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
+
+
+def run_context(cfg: DictConfig, env: RunEnvironment, device: torch.device) -> RunContext:
+    """What a benchmark may know about this rank."""
+    return RunContext(
+        device=device,
+        precision=str(env.hw.precision),
+        rank=env.rank,
+        world_size=env.world_size,
+        local_rank=env.local_rank,
+        seed=int(cfg.seed),
+        data_root=Path(str(cfg.paths.data_root)),
+        channels_last=bool(cfg.model.get("channels_last", False)) and device.type == "cuda",
+        num_workers=int(env.hw.get("loader_workers", 0) or 0),
+    )
+
+
+class TorchRank:
+    """A `frameworks.RankSession` for PyTorch benchmarks."""
+
+    def __init__(self, cfg: DictConfig, env: RunEnvironment) -> None:
+        self.cfg = cfg
+        self.env = env
+        launch.init_process_group(cfg, env)
+        if env.threads is not None:
+            torch.set_num_threads(env.threads)
+        self.ctx = run_context(cfg, env, device_for(env))
+
+    def broadcast(self, obj: T) -> T:
+        return distributed.broadcast_object(obj)
+
+    def tags(self) -> dict[str, str]:
+        world = self.env.world_size
+        return {
+            names.DIST_BACKEND: f"{self.env.dist_backend}/{distributed.backend()}" if world > 1 else "none",
+            names.DEVICE: f"{self.ctx.device.type} x{world}",
+            names.THREADS: str(torch.get_num_threads()),
+            # the perf options in effect (t4bench.perf.*), so runs compare by what made them fast
+            **PerfOptions.from_config(self.cfg, self.ctx.device).tags(self.ctx),
+        }
+
+    def seed(self, seed: int) -> None:
+        seeding.seed_torch(seed)
+
+    def train(self, bench_cls: type[Benchmark], services: RunServices) -> loop.RunResult:
+        bench = bench_cls(self.cfg, self.ctx)
+        records: dict[str, Any] = {
+            "mlperf": services.mlperf,
+            "progress": services.progress,
+            "logger": services.logger,
+            "init_started": services.init_started,
+        }
+        if self.ctx.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.ctx.device)
+        if self.cfg.input.synthetic:
+            result = loop.measure_throughput(bench, self.cfg, self.ctx, **records)
+        else:
+            result = loop.train_to_target(bench, self.cfg, self.ctx, callbacks=services.callbacks, **records)
+        if self.ctx.device.type != "cuda":
+            return result
+        return dataclasses.replace(result, peak_memory_gib=torch.cuda.max_memory_allocated(self.ctx.device) / 2**30)
+
+    def close(self) -> None:
+        distributed.shutdown()
+
+
+def join(cfg: DictConfig, env: RunEnvironment) -> TorchRank:
+    return TorchRank(cfg, env)
