@@ -7,9 +7,9 @@
 # lasts about one run. Workers claim no new trial after BUDGET_S - DRAIN_S seconds
 # (hydra.sweeper.timeout), so the call ends with whole trials; what is still running at BUDGET_S
 # is stopped (failed and re-queued by the sweeper). Each study's Optuna journal, MLflow store and
-# artifacts live in .gpuwork/<study>/; a call that finds .gpuwork/<study>.tgz (carried from the
-# last call's results) continues from it, and leaves $RESULTS/<study>.tgz for the next one
-# (unpack nothing here: carry the tgz back as it came). Trials cut by the budget are RUNNING in the
+# artifacts live in .gpuwork/<study>/; a call that finds .gpuwork/<study>.tar.xz (or .tgz; carried
+# from the last call's results) continues from it, and leaves $RESULTS/<study>.tar.xz for the next
+# one (unpack nothing here: carry it back as it came). Trials cut by the budget are RUNNING in the
 # journal; the sweeper fails and re-queues them once their heartbeat is stale (stale_after).
 # MPS (one context for all processes, measured x7.6 GNMT runs/hour at 16 vs x4.3 time-sliced):
 # hw.runs_per_gpu (workers x seeds at once) tags the runs t4bench.gpu_share and checks that they fit
@@ -37,8 +37,10 @@ for entry in $STUDIES; do
   study=${entry%%:*} jobs=${entry##*:}
   work=$PWD/.gpuwork/$study
   mkdir -p "$work"
-  if [[ -f .gpuwork/$study.tgz && ! -f $work/sweep/optuna.journal ]]; then
-    tar xzf ".gpuwork/$study.tgz" -C "$work" && echo "$study: resumed from the carried journal and store"
+  carried=$(ls .gpuwork/"$study".tar.xz .gpuwork/"$study".tgz 2>/dev/null | head -1)
+  if [[ -n $carried && ! -f $work/sweep/optuna.journal ]]; then
+    $PY -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter='data')" "$carried" "$work" \
+      && echo "$study: resumed from the carried journal and store ($carried)"
   fi
   echo "== $study: $jobs workers, budget $BUDGET_S s ($(date +%T))"
   setsid $PY -m t4bench --multirun "+sweeps=$study" "hw=$HW" "hydra.sweeper.n_jobs=$jobs" \
@@ -71,7 +73,20 @@ done = [t for t in study.trials if t.state.name == "COMPLETE"]
 for t in sorted(done, key=lambda t: t.value)[:5]:
     print(f"  trial {t.number}: {t.value:.3f} {t.params}")
 PY
-  tar czf "$results/$study.tgz" -C "$work" . && echo "$study: store $(du -sh "$results/$study.tgz" | cut -f1)"
+  # what resuming needs (journal, MLflow store and artifacts, logs), not the per-job folders; xz:
+  # the store compresses to a third of gzip's size, and it travels in the repo between sessions
+  $PY - "$work" "$results/$study.tar.xz" <<'PY'
+import sys, tarfile
+from pathlib import Path
+
+work = Path(sys.argv[1])
+keep = [p for p in (work / "mlflow.db", work / "mlartifacts", work / "sweep.log") if p.exists()]
+keep += [p for p in (work / "sweep").glob("*") if p.is_file()]
+with tarfile.open(sys.argv[2], "w:xz", preset=6) as tar:
+    for path in keep:
+        tar.add(path, arcname=str(path.relative_to(work)))
+PY
+  echo "$study: store $(du -sh "$results/$study.tar.xz" | cut -f1) in $study.tar.xz"
   grep -c "trial .*: mean_std" "$work/sweep.log" | sed "s/^/$study: trials finished by this call's log: /"
 done
 sort -t, -k3 -n "$results/gpu_use.csv" | tail -1 | sed 's/^/peak GPU memory sample: /'

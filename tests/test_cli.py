@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import DATA_ROOT
 from rich.console import Console
 
 from t4bench import progress
@@ -184,6 +185,8 @@ def test_a_sweep_counts_its_jobs_and_ends_with_what_to_run_next(tmp_path: Path) 
         "OMP_NUM_THREADS": "1",
         "PYTHONPATH": str(REPO / "src"),
         "MLFLOW_TRACKING_URI": "sqlite:///mlflow.db",
+        # the sweep runs in tmp_path, where the default data root (./data) is empty
+        "T4BENCH_DATA_DIR": str(DATA_ROOT),
     }
     args = ["sweep", "model=ncf", "seed=range(0,2)", "max_epochs=1", "progress=off", "tracking.sweep_id=talk"]
     proc = subprocess.run(

@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from t4bench.errors import T4BenchError
 from t4bench.preflight import config as validation
-from t4bench.preflight import hardware, overrides
+from t4bench.preflight import hardware, overrides, study_matrix
 from t4bench.preflight import storage as probe
 
 MULTIRUN_FLAGS = ("--multirun", "-m")
@@ -144,6 +144,9 @@ def check(argv: Sequence[str]) -> None:
     if not multirun:
         cfg = _compose(lines, argv)
         _check_values(cfg)
+        if study_matrix.is_dry_run(cfg):
+            return  # the app lists the experiment's runs: nothing is read or created
+        study_matrix.check(cfg)  # a run outside its matrix, before the data it would need is looked for
         _check_places(cfg)
         return
     cfg = _compose(fixed, argv)

@@ -52,13 +52,32 @@ def gate(cfg: DictConfig) -> bool:
     exp = cfg.get("experiment")
     if not isinstance(exp, DictConfig) or "matrix" not in exp:
         return False
-    name = str(exp.name)
-    matrix: dict[str, Any] = {str(k): v for k, v in OmegaConf.to_container(exp.matrix, resolve=True).items()}  # type: ignore[union-attr]
-    if exp.get("dry_run"):
-        lines = command_lines(name, expand(matrix))
+    if is_dry_run(cfg):
+        name = str(exp.name)
+        lines = command_lines(name, expand(_matrix(exp)))
         print(f"# +experiment={name}: {len(lines)} runs at scale={cfg.scale.name} (none started)")
         print("\n".join(lines))
         return True
+    check(cfg)
+    return False
+
+
+def is_dry_run(cfg: DictConfig) -> bool:
+    """A matrix experiment asked only to list its runs (nothing is read or created)."""
+    exp = cfg.get("experiment")
+    return isinstance(exp, DictConfig) and "matrix" in exp and bool(exp.get("dry_run"))
+
+
+def _matrix(exp: DictConfig) -> dict[str, Any]:
+    return {str(k): v for k, v in OmegaConf.to_container(exp.matrix, resolve=True).items()}  # type: ignore[union-attr]
+
+
+def check(cfg: DictConfig) -> None:
+    """One line (T4BenchError) for a run outside its matrix experiment; nothing for other configs."""
+    exp = cfg.get("experiment")
+    if not isinstance(exp, DictConfig) or "matrix" not in exp:
+        return
+    name, matrix = str(exp.name), _matrix(exp)
     hw, count, model = _resolved_hw(cfg), int(cfg.hw.count), str(cfg.model.name)
     allowed = {str(k): [int(n) for n in v] for k, v in matrix["hw"].items()}
     where = f"hw={hw}" + (" (hw=auto on this machine)" if str(cfg.hw.name) == "auto" else "")
@@ -69,5 +88,5 @@ def gate(cfg: DictConfig) -> bool:
     elif model not in matrix["models"]:
         problem = f"has no model={model} (it runs {', '.join(matrix['models'])})"
     else:
-        return False
+        return
     raise T4BenchError(f"+experiment={name} {problem}; `experiment.dry_run=true` lists its runs")
