@@ -16,8 +16,8 @@ from mlflow.tracking import MlflowClient
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401  # the fixture
 
 from t4bench import mlflow_names as names
-from t4bench import slurm
 from t4bench.errors import T4BenchError
+from t4bench.sweep import slurm
 
 NCF_MINI = ("model=ncf", "max_epochs=1", "progress=plain", "tracking.system_metrics_interval_s=0")
 

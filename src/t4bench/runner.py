@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from t4bench import emulation, frameworks, packing, slurm
+from t4bench import emulation, frameworks, packing
 from t4bench import mlflow_names as names
 from t4bench.benchmark import benchmark_class
 from t4bench.errors import RunTerminated, T4BenchError
 from t4bench.preflight import config, hardware, storage
 from t4bench.run_env import RunEnvironment
 from t4bench.signals import sigterm_raises
+from t4bench.sweep import slurm
 
 if TYPE_CHECKING:
     from t4bench.benchmark import Benchmark
