@@ -24,6 +24,7 @@ from hydra.core.utils import JobReturn, filter_overrides
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher as _Local
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as _Slurm
 from t4bench.errors import T4BenchError
+from t4bench.sweep import slurm
 
 #: the longest job name kept (Slurm allows more; squeue's default NAME column shows 8)
 _NAME_LIMIT = 120
@@ -99,15 +100,11 @@ class SlurmLauncher(_Named, _Slurm):
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        delay, limit_min = int(self.params.get("signal_delay_s", 0)), int(self.params.get("timeout_min", 0))
-        if limit_min <= 0:
-            raise T4BenchError(f"hydra.launcher.timeout_min={limit_min}: a Slurm job's time limit must be positive")
-        if delay >= limit_min * 60:
-            raise T4BenchError(
-                f"hydra.launcher.signal_delay_s={delay} is not below the time limit timeout_min={limit_min} "
-                f"({limit_min * 60} s): submitit's pre-timeout signal would stop every job at its start; "
-                f"set signal_delay_s below {limit_min * 60}"
-            )
+        # checked before the sweep starts too (t4bench.sweep.packed's callback); here for a
+        # configuration without that callback
+        error = slurm.signal_error(int(self.params.get("timeout_min", 0)), int(self.params.get("signal_delay_s", 0)))
+        if error:
+            raise T4BenchError(error)
 
     def __call__(self, sweep_overrides: list[str], *args: Any, **kwargs: Any) -> JobReturn:
         self._rename(sweep_overrides)

@@ -32,7 +32,13 @@ def _is_optuna(config: DictConfig) -> bool:
 
 
 def launcher_error(config: DictConfig) -> str | None:
-    """A seed sweep with Hydra's basic launcher runs one job at a time: packing needs the packed one."""
+    """A seed sweep with Hydra's basic launcher runs one job at a time: packing needs the packed one.
+    Also the Slurm launcher's time limit and signal delay (t4bench.sweep.slurm)."""
+    from t4bench.sweep import slurm
+
+    slurm_error = slurm.launcher_error(config)
+    if slurm_error:
+        return slurm_error
     runs = packing.runs_per_gpu(config)
     if runs == 1 or _is_optuna(config):
         return None

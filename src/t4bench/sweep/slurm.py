@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from t4bench import mlflow_names as names
 
@@ -72,3 +72,28 @@ def nodes_error(nodes: int, count: int, world_size: int, environ: Mapping[str, s
     if count > 1 and world_size != nodes * count:
         return f"hw.nodes={nodes} x hw.count={count} = {nodes * count} ranks, but srun started {world_size}"
     return None
+
+
+def signal_error(timeout_min: int, signal_delay_s: int) -> str | None:
+    """Why a submitit Slurm job with this time limit and pre-timeout signal delay cannot run; None
+    when it can. submitit's USR2 at or before the job's start stops it at once: the plugin's
+    default of 120 s does that to every job of a 2-minute limit."""
+    if timeout_min <= 0:
+        return f"hydra.launcher.timeout_min={timeout_min}: a Slurm job's time limit must be positive"
+    if signal_delay_s >= timeout_min * 60:
+        return (
+            f"hydra.launcher.signal_delay_s={signal_delay_s} is not below the time limit timeout_min={timeout_min} "
+            f"({timeout_min * 60} s): submitit's pre-timeout signal would stop every job at its start; "
+            f"set signal_delay_s below {timeout_min * 60}"
+        )
+    return None
+
+
+def launcher_error(config: DictConfig) -> str | None:
+    """The sweep's Slurm launcher settings checked before the sweep starts (None: fine, or not a
+    Slurm launcher)."""
+    target = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
+    if not target.endswith("SlurmLauncher"):
+        return None
+    launcher = config.hydra.launcher
+    return signal_error(int(launcher.get("timeout_min", 0)), int(launcher.get("signal_delay_s", 0)))
