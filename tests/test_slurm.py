@@ -62,8 +62,9 @@ def test_slurm_preset_takes_gpus_from_hw_and_refuses_a_signal_after_the_limit() 
     assert (params["gpus_per_node"], params["cpus_per_task"]) == (2, 12) and "cpus_per_gpu" not in params
     cpu = launcher._gpu_params({"gpus_per_node": None, "cpus_per_gpu": 6, "cpus_per_task": None}, compose([]))
     assert cpu["gpus_per_node"] is None and cpu["cpus_per_task"] is None
-    with pytest.raises(T4BenchError, match=r"signal_delay_s=120 is not below the time limit timeout_min=2"):
+    with pytest.raises(T4BenchError, match=r"signal_delay_s=120 is too close to the time limit timeout_min=2"):
         launcher.SlurmLauncher(timeout_min=2, signal_delay_s=120, submitit_folder="x")
+    assert slurm.signal_error(5, 30) is None and slurm.signal_error(1, 20)
     assert launcher._varying([["model=ncf", "seed=0"], ["model=ncf", "seed=1"]]) == {"seed"}
 
 

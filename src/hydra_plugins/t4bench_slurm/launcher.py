@@ -1,4 +1,4 @@
-"""Hydra's submitit launchers (hydra-submitit-launcher, the `slurm` extra) with what t4bench sweeps
+"""Hydra's submitit launchers (hydra-submitit-launcher, a core dependency) with what t4bench sweeps
 need on top, selected by conf/hydra/launcher/submitit_slurm.yaml and submitit_local.yaml:
 
 - GPUs per job from the sweep's hardware (hw.count, none on hw=cpu) and CPUs per GPU;
@@ -8,14 +8,15 @@ need on top, selected by conf/hydra/launcher/submitit_slurm.yaml and submitit_lo
   run is which, not only the array's common name;
 - a job that ends without a result (scancel, time limit, node failure, the controller gone) is
   one `t4bench: error:` line (exit 2) naming the job and its state instead of submitit's
-  multi-line report; the job's MLflow run is closed KILLED/FAILED by the run itself, and the sweep
-  is resumed by running the same command again.
+  multi-line report; the job's MLflow run is closed KILLED/FAILED by the run itself, and an Optuna
+  sweep continues when the same command runs again (docs/sweeps.md).
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +29,12 @@ from t4bench.sweep import slurm
 
 #: the longest job name kept (Slurm allows more; squeue's default NAME column shows 8)
 _NAME_LIMIT = 120
+
+
+def _quiet_schema_warning() -> None:
+    """In the job (submitit's own entry point, not t4bench's __main__): the presets extend the
+    plugin's of the same name on purpose; Hydra's deprecation warning about that is noise."""
+    warnings.filterwarnings("ignore", message=r"(?s).*validated against ConfigStore schema with the same name")
 
 
 def _gpu_params(params: dict[str, Any], config: Any) -> dict[str, Any]:
@@ -50,7 +57,7 @@ def _failed_line(err: Exception, folder: str) -> str:
     head = " ".join(line.strip() for line in str(err).splitlines()[:2])
     return (
         f"a sweep job ended without a result: {head}; its MLflow run is closed KILLED/FAILED, logs in "
-        f"{folder}; run the same command again to resume the sweep"
+        f"{folder.replace('/%j', '')}; run the same command again to continue an Optuna sweep"
     )
 
 
@@ -107,6 +114,7 @@ class SlurmLauncher(_Named, _Slurm):
             raise T4BenchError(error)
 
     def __call__(self, sweep_overrides: list[str], *args: Any, **kwargs: Any) -> JobReturn:
+        _quiet_schema_warning()
         self._rename(sweep_overrides)
         return super().__call__(sweep_overrides, *args, **kwargs)
 
@@ -116,6 +124,10 @@ class SlurmLauncher(_Named, _Slurm):
 
 class LocalLauncher(_Named, _Local):
     """hydra/launcher=submitit_local: the same jobs as processes on this machine (all at once)."""
+
+    def __call__(self, sweep_overrides: list[str], *args: Any, **kwargs: Any) -> JobReturn:
+        _quiet_schema_warning()
+        return super().__call__(sweep_overrides, *args, **kwargs)
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         return self._launch_or_explain(super().launch, job_overrides, initial_job_idx)

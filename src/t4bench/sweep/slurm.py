@@ -16,6 +16,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from t4bench import mlflow_names as names
 
+#: how much earlier than asked Slurm may send a job's --signal (its event resolution; man sbatch)
+SIGNAL_SLACK_S = 60
 #: t4bench.sweep_launcher when the run was not one job of a --multirun
 NO_SWEEP = "none"
 
@@ -76,15 +78,17 @@ def nodes_error(nodes: int, count: int, world_size: int, environ: Mapping[str, s
 
 def signal_error(timeout_min: int, signal_delay_s: int) -> str | None:
     """Why a submitit Slurm job with this time limit and pre-timeout signal delay cannot run; None
-    when it can. submitit's USR2 at or before the job's start stops it at once: the plugin's
-    default of 120 s does that to every job of a 2-minute limit."""
+    when it can. Slurm may send the signal up to 60 s earlier than asked (sbatch --signal), and
+    submitit's USR2 at the job's start stops it at once: the plugin's default of 120 s does that
+    to every job of a 2-minute limit (and a 1-minute job got it after 19 s here)."""
     if timeout_min <= 0:
         return f"hydra.launcher.timeout_min={timeout_min}: a Slurm job's time limit must be positive"
-    if signal_delay_s >= timeout_min * 60:
+    if signal_delay_s + SIGNAL_SLACK_S >= timeout_min * 60:
         return (
-            f"hydra.launcher.signal_delay_s={signal_delay_s} is not below the time limit timeout_min={timeout_min} "
-            f"({timeout_min * 60} s): submitit's pre-timeout signal would stop every job at its start; "
-            f"set signal_delay_s below {timeout_min * 60}"
+            f"hydra.launcher.signal_delay_s={signal_delay_s} is too close to the time limit "
+            f"timeout_min={timeout_min} ({timeout_min * 60} s): Slurm may send submitit's pre-timeout "
+            f"signal up to {SIGNAL_SLACK_S} s early, which would stop the jobs at their start; "
+            f"keep signal_delay_s + {SIGNAL_SLACK_S} below {timeout_min * 60}"
         )
     return None
 
