@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from hydra.core.utils import JobReturn, filter_overrides
+from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher as _Local
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as _Slurm
@@ -55,6 +55,8 @@ def _failed_line(err: Exception, folder: str) -> str:
     """submitit's report of a job without a result, in one line (its first two lines name the job
     and its Slurm state; the rest is the job's stderr, which stays in the log folder)."""
     head = " ".join(line.strip() for line in str(err).splitlines()[:2])
+    if "timed-out" in head:  # raised in the job by submitit's pre-timeout signal handler
+        head = f"a job reached its time limit (hydra.launcher.timeout_min) and was stopped: {head}"
     return (
         f"a sweep job ended without a result: {head}; its MLflow run is closed KILLED/FAILED, logs in "
         f"{folder.replace('/%j', '')}; run the same command again to continue an Optuna sweep"
@@ -96,10 +98,20 @@ class _Named:
         self.params = _gpu_params(self.params, getattr(self, "config"))  # noqa: B009  # set by setup()
         # the keys whose values differ between the jobs (seed, a trial's parameters): the job names
         self.varying = _varying(job_overrides)
+        folder = str(self.params.get("submitit_folder", ""))
         try:
-            return launch(job_overrides, initial)
+            returns = launch(job_overrides, initial)
         except submitit.core.utils.UncompletedJobError as err:
-            raise T4BenchError(_failed_line(err, str(self.params.get("submitit_folder", "")))) from None
+            raise T4BenchError(_failed_line(err, folder)) from None
+        for ret in returns:
+            # a job at its time limit: submitit's USR2 handler raises in the job, the run closes
+            # FAILED, and Hydra would re-raise it here with a traceback
+            if ret.status == JobStatus.FAILED:
+                try:
+                    ret.return_value  # noqa: B018  # re-raises the job's exception
+                except submitit.core.utils.UncompletedJobError as err:
+                    raise T4BenchError(_failed_line(err, folder)) from None
+        return returns
 
 
 class SlurmLauncher(_Named, _Slurm):
