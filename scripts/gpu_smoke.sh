@@ -6,9 +6,10 @@
 # On the GPU machine, through scripts/gpu_session.sh (which installs the carried wheels and data):
 #   GIT_COMMIT=$(git rev-parse HEAD) bash scripts/gpu_session.sh scripts/gpu_smoke.sh
 # CSV columns: case, model, command, exit, outcome, epochs, time_to_train_s, throughput,
-# throughput_unit, peak_gpu_memory_gib, wall_s, gpu, git_commit. Written to $SMOKE_CSV (default
+# throughput_unit, peak_gpu_memory_gib, wall_s, runs_on_gpu (1: alone), gpu, git_commit. Written to $SMOKE_CSV (default
 # $RESULTS/gpu_smoke.csv); commit it as perf/results/gpu_smoke_<gpu>.csv. CASES picks cases.
-# The runs go one after another, alone on the GPU, so their seconds are the GPU's own.
+# The runs go one after another, alone on the GPU, so their seconds are the GPU's own (except the
+# TOGETHER cases, marked in runs_on_gpu).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -22,26 +23,35 @@ declare -A args=(
   [ncf]="model=ncf"
   [gnmt]="model=gnmt scale=ding"
   [transformer]="model=transformer scale=ding"
-  [resnet50]="model=resnet50 max_epochs=2"
-  [ssd]="model=ssd max_epochs=2"
+  [resnet50]="model=resnet50 max_epochs=${VISION_EPOCHS:-2}"
+  [ssd]="model=ssd max_epochs=${VISION_EPOCHS:-2}"
   [maskrcnn]="model=maskrcnn max_epochs=1"
   [resnet50-synthetic]="model=resnet50 input=synthetic"
   [ssd-synthetic]="model=ssd input=synthetic"
   [maskrcnn-synthetic]="model=maskrcnn input=synthetic"
 )
 cases=${CASES:-ncf gnmt transformer resnet50 ssd maskrcnn resnet50-synthetic ssd-synthetic maskrcnn-synthetic}
+# TOGETHER: cases run side by side after the others (when device time is short); their rows say
+# how many shared the GPU, and their seconds are not the GPU's own. BUDGET_S: no case starts after it.
+together=${TOGETHER:-}
+budget=${BUDGET_S:-100000}
 : >"$work/cases.tsv"
-for case in $cases; do
+one_case() {  # case, sharing
+  local case=$1 shared=$2 started=$SECONDS extra status
   read -r -a extra <<<"${args[$case]}"
-  command="python -m t4bench ${args[$case]} hw=$HW"
-  started=$SECONDS
   $PY -m t4bench "${extra[@]}" "hw=$HW" seed=0 progress=plain "+tracking.tags.smoke=$case" \
     "hydra.run.dir=$work/$case" >"$work/$case.log" 2>&1
   status=$?
-  printf '%s\t%s\t%s\t%s\n' "$case" "$command" "$status" "$((SECONDS - started))" >>"$work/cases.tsv"
+  printf '%s\t%s\t%s\t%s\t%s\n' "$case" "python -m t4bench ${args[$case]} hw=$HW" "$status" \
+    "$((SECONDS - started))" "$shared" >>"$work/cases.tsv"
   echo "$case: exit $status after $((SECONDS - started)) s"
   ((status == 0)) || tail -5 "$work/$case.log"
+}
+for case in $cases; do
+  if ((SECONDS > budget)); then echo "$case: not started (BUDGET_S=$budget reached)"; continue; fi
+  one_case "$case" 1
 done
+write_csv() {
 $PY - "$work/cases.tsv" "$csv" "$commit" <<'PY'
 import csv, math, subprocess, sys
 from mlflow.tracking import MlflowClient
@@ -54,10 +64,10 @@ except (OSError, subprocess.CalledProcessError, IndexError):
     gpu = "none"
 client = MlflowClient()
 columns = ["case", "model", "command", "exit", "outcome", "epochs", "time_to_train_s", "throughput",
-           "throughput_unit", "peak_gpu_memory_gib", "wall_s", "gpu", "git_commit"]
+           "throughput_unit", "peak_gpu_memory_gib", "wall_s", "runs_on_gpu", "gpu", "git_commit"]
 rows = []
 for line in open(cases):
-    case, command, status, wall = line.rstrip("\n").split("\t")
+    case, command, status, wall, shared = line.rstrip("\n").split("\t")
     model = command.split("model=")[1].split()[0]
     experiment = client.get_experiment_by_name(f"t4bench-{model}")
     runs = client.search_runs([experiment.experiment_id], f"tags.smoke = '{case}'") if experiment else []
@@ -71,7 +81,7 @@ for line in open(cases):
                  "outcome": t.get("t4bench.outcome", "no run"), "epochs": fmt(epochs, 2),
                  "time_to_train_s": fmt(m.get("time_to_train_s"), 2), "throughput": fmt(m.get("avg_throughput"), 1),
                  "throughput_unit": t.get("t4bench.throughput_unit", ""),
-                 "peak_gpu_memory_gib": fmt(m.get("peak_gpu_memory_gib"), 2), "wall_s": wall, "gpu": gpu,
+                 "peak_gpu_memory_gib": fmt(m.get("peak_gpu_memory_gib"), 2), "wall_s": wall, "runs_on_gpu": shared, "gpu": gpu,
                  "git_commit": commit})
 with open(out, "w", newline="") as handle:
     writer = csv.DictWriter(handle, columns)
@@ -81,8 +91,17 @@ width = max(len(r["case"]) for r in rows)
 for r in rows:
     print(f"{r['case']:{width}s} exit {r['exit']:>3s} {r['outcome']:16s} epochs {r['epochs']:>6s} "
           f"ttt {r['time_to_train_s']:>8s} s  {r['throughput']:>12s} {r['throughput_unit']:10s} "
-          f"peak {r['peak_gpu_memory_gib']:>6s} GiB  wall {r['wall_s']:>4s} s")
+          f"peak {r['peak_gpu_memory_gib']:>6s} GiB  wall {r['wall_s']:>4s} s  x{r['runs_on_gpu']}")
 failed = [r["case"] for r in rows if r["exit"] != "0" or r["outcome"] in ("no run", "diverged")]
 print(f"smoke: {len(rows) - len(failed)}/{len(rows)} cases ran cleanly" + (f"; failed: {' '.join(failed)}" if failed else ""))
 sys.exit(1 if failed else 0)
 PY
+}
+# the CSV of the cases so far, in case the side-by-side ones are cut short
+[[ -n $together ]] && write_csv >/dev/null
+if [[ -n $together ]] && ((SECONDS <= budget)); then
+  n=$(wc -w <<<"$together")
+  for case in $together; do one_case "$case" "$n" & done
+  wait
+fi
+write_csv
