@@ -22,6 +22,8 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 HW=${HW:-h200}
 BUDGET_S=${BUDGET_S:-540}
+# END_AT (epoch seconds): the budget is what is left until then (after another script of the call)
+[[ -n ${END_AT:-} ]] && BUDGET_S=$((END_AT - $(date +%s)))
 DRAIN_S=${DRAIN_S:-200}
 STUDIES=${STUDIES:-gnmt_ding_tuned:4}
 results=${RESULTS:-${OUT:-/tmp}}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Issue 24 on one GPU: held-out validation of a study's best trial against the reference settings
+# (python -m t4bench.sweep.holdout), all seeds of an arm side by side under CUDA MPS.
+#   HOLDOUTS="gnmt_ding_tuned:1000-1019" bash scripts/gpu_session.sh scripts/gpu_holdout.sh
+# The study's journal and MLflow store come carried as .gpuwork/<study>.tar.xz (what
+# scripts/gpu_convergence.sh left); the validation runs join that store (validation parent, one run
+# per arm, one per seed), and the report lands in <sweep dir>/validation.{md,csv,json}. Everything
+# goes back as $RESULTS/<study>.tar.xz, so a call cut short is resumed by the next one: seeds whose
+# run finished are reused. JOBS runs at once (one arm's seeds); their seconds are shared-GPU seconds.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+JOBS=${JOBS:-20}
+BUDGET_S=${HOLDOUT_BUDGET_S:-420}
+HOLDOUTS=${HOLDOUTS:-gnmt_ding_tuned:1000-1019}
+results=${RESULTS:-${OUT:-/tmp}}
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+if [[ ${MPS:-1} == 1 ]] && command -v nvidia-cuda-mps-control >/dev/null; then
+  nvidia-cuda-mps-control -d && echo "MPS daemon started"
+  trap 'echo quit | nvidia-cuda-mps-control' EXIT
+fi
+nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -l 20 >"$results/gpu_use_holdout.csv" 2>/dev/null &
+monitor=$!
+for entry in $HOLDOUTS; do
+  study=${entry%%:*} seeds=${entry##*:}
+  work=$PWD/.gpuwork/$study
+  mkdir -p "$work"
+  carried=$(ls .gpuwork/"$study".tar.xz 2>/dev/null | head -1)
+  if [[ -n $carried && ! -f $work/sweep/optuna.journal ]]; then
+    $PY -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter='data')" "$carried" "$work"
+  fi
+  [[ -f $work/sweep/optuna.journal ]] || { echo "$study: no journal carried"; continue; }
+  echo "== $study: held-out seeds $seeds, $JOBS at once, budget $BUDGET_S s ($(date +%T))"
+  setsid timeout -s TERM -k 30 "$BUDGET_S" $PY -m t4bench.sweep.holdout --sweep-dir "$work/sweep" --seeds "$seeds" \
+    "hw=${HW:-h200}" hydra/launcher=joblib "hydra.launcher.n_jobs=$JOBS" "hw.runs_per_gpu=$JOBS" hw.mps=false \
+    "hw.loader_workers=${LOADER_WORKERS:-0}" "tracking.uri=sqlite:///$work/mlflow.db" "hydra.sweep.dir=$work/sweep" \
+    >>"$work/holdout.log" 2>&1
+  echo "$study: holdout exited $? ($(date +%T))"
+  tail -n 40 "$work/holdout.log"
+  $PY - "$work" "$results/$study.tar.xz" <<'PY'
+import sys, tarfile
+from pathlib import Path
+
+work = Path(sys.argv[1])
+keep = [p for p in (work / "mlflow.db", work / "mlartifacts", work / "sweep.log", work / "holdout.log") if p.exists()]
+keep += [p for p in (work / "sweep").glob("*") if p.is_file()]
+with tarfile.open(sys.argv[2], "w:xz", preset=6) as tar:
+    for path in keep:
+        tar.add(path, arcname=str(path.relative_to(work)))
+PY
+  cp "$work"/sweep/validation.* "$results/" 2>/dev/null
+  echo "$study: store $(du -sh "$results/$study.tar.xz" | cut -f1)"
+done
+kill "$monitor" 2>/dev/null
+sort -t, -k3 -n "$results/gpu_use_holdout.csv" | tail -1 | sed 's/^/peak GPU memory sample: /'
