@@ -3,7 +3,7 @@
 # git), for scripts/gpu_session.sh to install there. That machine has Python 3.12 with CUDA torch,
 # numpy, pandas, scipy, sacrebleu, sentencepiece, nvidia-ml-py, ... but no mlflow, hydra, optuna,
 # pycocotools or mlperf-logging, and no package index. Wheels of packages it already has are
-# dropped, so the carried folder stays small (~37 MB).
+# dropped, so the carried folder stays small (~29 MB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=.whl
@@ -18,7 +18,7 @@ done
 python3 -m pip download -q --disable-pip-version-check --find-links "$work" --only-binary=:all: \
   --python-version 3.12 --implementation cp "${platforms[@]}" -d "$work" \
   mlflow==3.17.2 optuna==5.0.0 hydra-core==1.3.8 mlperf-logging==4.1.68 pycocotools==2.0.11 cmaes==0.13.1 \
-  hydra-joblib-launcher==1.2.0
+  hydra-joblib-launcher==1.2.0 hydra-submitit-launcher==1.2.0 submitit==1.5.4 psutil==7.2.2
 # already on the GPU image (its package list in the device notes): keep its versions
 on_image=" aiohappyeyeballs aiohttp aiosignal annotated_doc anyio attrs certifi charset_normalizer click
  cloudpickle contourpy cycler fonttools frozenlist h11 idna jinja2 joblib kiwisolver markupsafe matplotlib
