@@ -24,8 +24,10 @@ from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher as _Local
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as _Slurm
-from t4bench.errors import T4BenchError
+from t4bench.errors import RunTerminated, T4BenchError
+from t4bench.signals import sigterm_raises
 from t4bench.sweep import slurm
+from t4bench.sweep import slurm_resume as resume
 
 #: the longest job name kept (Slurm allows more; squeue's default NAME column shows 8)
 _NAME_LIMIT = 120
@@ -93,25 +95,61 @@ class _Named:
         )
 
     def _launch_or_explain(self, launch: Any, job_overrides: Sequence[Sequence[str]], initial: int) -> Any:
-        import submitit
-
         self.params = _gpu_params(self.params, getattr(self, "config"))  # noqa: B009  # set by setup()
         # the keys whose values differ between the jobs (seed, a trial's parameters): the job names
         self.varying = _varying(job_overrides)
         folder = str(self.params.get("submitit_folder", ""))
-        try:
-            returns = launch(job_overrides, initial)
-        except submitit.core.utils.UncompletedJobError as err:
-            raise T4BenchError(_failed_line(err, folder)) from None
+        root = resume.folder_root(folder)
+        if self._slurm:  # a killed controller's jobs run on: wait for them rather than train them twice
+            resume.wait_for_earlier(root)
+        done = resume.completed(root)
+        returns: list[JobReturn | None] = [done.get(tuple(str(o) for o in job)) for job in job_overrides]
+        reused = sum(ret is not None for ret in returns)
+        if reused:
+            print(
+                f"[t4bench] {reused} of {len(returns)} jobs completed in an earlier run of this sweep: "
+                f"reused, not submitted again",
+                flush=True,
+            )
+        for start, stop in resume.gaps(returns):
+            returns[start:stop] = self._submit(launch, job_overrides[start:stop], initial + start, root)
         for ret in returns:
+            assert ret is not None
             # a job at its time limit: submitit's USR2 handler raises in the job, the run closes
             # FAILED, and Hydra would re-raise it here with a traceback
             if ret.status == JobStatus.FAILED:
                 try:
                     ret.return_value  # noqa: B018  # re-raises the job's exception
-                except submitit.core.utils.UncompletedJobError as err:
+                except _uncompleted() as err:
                     raise T4BenchError(_failed_line(err, folder)) from None
         return returns
+
+    @property
+    def _slurm(self) -> bool:
+        return isinstance(self, _Slurm)
+
+    def _submit(self, launch: Any, jobs: Sequence[Sequence[str]], initial: int, root: Any) -> list[JobReturn]:
+        """Submit `jobs` and wait for them; on SIGTERM/Ctrl-C cancel those still in Slurm first."""
+        try:
+            with sigterm_raises():
+                return list(launch(jobs, initial))
+        except _uncompleted() as err:
+            raise T4BenchError(_failed_line(err, str(root))) from None
+        except (RunTerminated, KeyboardInterrupt) as stop:
+            if not self._slurm:
+                raise
+            cancelled = resume.cancel_unfinished(root)
+            raise RunTerminated(
+                f"{stop or 'Ctrl-C'} (the sweep's controller): {len(cancelled)} Slurm job(s) still queued or "
+                f"running cancelled ({', '.join(cancelled[:8])}{' ...' if len(cancelled) > 8 else ''}), "
+                "their runs closed KILLED; run the same command again to continue (completed jobs are reused)"
+            ) from None
+
+
+def _uncompleted() -> type[Exception]:
+    import submitit
+
+    return submitit.core.utils.UncompletedJobError
 
 
 class SlurmLauncher(_Named, _Slurm):
