@@ -5,6 +5,7 @@ job and a 2-rank srun run."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -105,12 +106,20 @@ def _runs(tmp_path: Path) -> list:  # type: ignore[type-arg]
     return [run for run in runs if run.data.tags.get("t4bench.sweep_role") != "parent" and names.SEED in run.data.tags]
 
 
-def test_seed_sweep_through_slurm_finishes_every_run_with_its_job_id(
+def _hr_history(client: MlflowClient, run_id: str) -> list[tuple[int, float]]:
+    return [(m.step, m.value) for m in client.get_metric_history(run_id, "eval_hr_at_10")]
+
+
+def test_seed_sweep_through_slurm_finishes_every_run_with_its_job_id_as_a_local_sweep_would(
     slurm_cluster: SlurmCluster,  # noqa: F811
     tmp_path: Path,
 ) -> None:
+    """Two seeds through Slurm, then the same two seeds as a plain local sweep into the same
+    experiment: every run FINISHED, told apart by t4bench.sweep_launcher, and each seed's quality
+    after every epoch the same to the last bit (CPU training is deterministic per seed; docs/cluster.md
+    has the 8-seed comparison to convergence)."""
     done = subprocess.run(
-        _sweep(tmp_path, "seed=0,1,2"),
+        _sweep(tmp_path, "seed=0,1", "max_epochs=2"),
         env=_env(slurm_cluster, tmp_path),
         cwd=tmp_path,
         text=True,
@@ -119,7 +128,7 @@ def test_seed_sweep_through_slurm_finishes_every_run_with_its_job_id(
     )
     assert done.returncode == 0, done.stderr[-3000:]
     runs = _runs(tmp_path)
-    assert sorted(run.data.tags[names.SEED] for run in runs) == ["0", "1", "2"]
+    assert sorted(run.data.tags[names.SEED] for run in runs) == ["0", "1"]
     assert {run.info.status for run in runs} == {"FINISHED"}
     assert {run.data.tags[names.SWEEP_LAUNCHER] for run in runs} == {"submitit_slurm"}
     jobs = {run.data.tags[names.SLURM_JOB_ID] for run in runs}
@@ -127,8 +136,25 @@ def test_seed_sweep_through_slurm_finishes_every_run_with_its_job_id(
     # every run's job is in Slurm's accounting, named after its seed
     names_of = dict(line.split("|", 1) for line in accounted)
     assert jobs <= set(names_of), (jobs, names_of)
-    assert {names_of[run.data.tags[names.SLURM_JOB_ID]] for run in runs} == {f"t4bench-ncf:seed={s}" for s in "012"}
+    assert {names_of[run.data.tags[names.SLURM_JOB_ID]] for run in runs} == {f"t4bench-ncf:seed={s}" for s in "01"}
     assert list((tmp_path / "sweep" / ".submitit").rglob("*_log.out")), "job logs under the sweep dir"
+
+    local = [a for a in _sweep(tmp_path, "seed=0,1", "max_epochs=2") if not a.startswith("hydra.launcher")]
+    local = [a.replace("hydra/launcher=submitit_slurm", "hydra/launcher=basic") for a in local]
+    local = [a.replace(str(tmp_path / "sweep"), str(tmp_path / "local")) for a in local]
+    done = subprocess.run(
+        local, env=_env(slurm_cluster, tmp_path), cwd=tmp_path, text=True, capture_output=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    by_launcher: dict[str, dict[str, list[tuple[int, float]]]] = {}
+    for run in _runs(tmp_path):
+        assert run.info.status == "FINISHED"
+        seeds = by_launcher.setdefault(run.data.tags[names.SWEEP_LAUNCHER], {})
+        seeds[run.data.tags[names.SEED]] = _hr_history(client, run.info.run_id)
+    assert set(by_launcher) == {"submitit_slurm", "basic"}
+    assert len(by_launcher["basic"]["0"]) == 2 and by_launcher["basic"]["0"] != by_launcher["basic"]["1"]
+    assert by_launcher["submitit_slurm"] == by_launcher["basic"]
 
 
 def test_scancel_of_a_running_job_ends_the_sweep_in_one_line_with_a_killed_run(
@@ -183,3 +209,117 @@ def test_two_ranks_started_by_srun_train_one_run_over_gloo(
     tags = run.data.tags
     assert (tags[names.LAUNCHER], tags[names.WORLD_SIZE], tags[names.DIST_BACKEND]) == ("slurm", "2", "ddp/gloo")
     assert tags[names.SLURM_JOB_ID].isdigit() and tags[names.SWEEP_LAUNCHER] == slurm.NO_SWEEP
+
+
+def _all_runs(tmp_path: Path) -> list:  # type: ignore[type-arg]
+    """Every training run (no sweep parents or trial runs), any launcher."""
+    return [run for run in _runs(tmp_path) if names.SWEEP_ROLE not in run.data.tags]
+
+
+def _wait_for(what: str, ready, proc: subprocess.Popen[str], timeout: float = 180):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = ready()
+        if found:
+            return found
+        assert proc.poll() is None, f"the sweep ended before {what}: {proc.communicate()[1][-3000:]}"
+        time.sleep(0.5)
+    raise AssertionError(f"no {what} in {timeout:.0f} s")
+
+
+def test_optuna_workers_send_trials_as_jobs_a_cancelled_and_a_timed_out_job_fail_their_trials(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """hydra.sweeper.n_jobs=2 on Slurm: both workers stay on the submitting machine and each
+    sends its trial's seed as a Slurm job (both running at once). One job is scancel'ed: its run
+    KILLED, its trial FAIL. The other reaches its time limit (submitit's USR2, signal_delay_s
+    before it, or up to 60 s earlier): its run FAILED, its trial FAIL. No hang; the sweep ends."""
+    sweep_dir = tmp_path / "sweep"
+    cmd = _sweep(tmp_path, "hydra/sweeper=optuna", "hydra/sweeper/sampler=random", "hydra/sweeper/pruner=none")
+    cmd = [arg for arg in cmd if not arg.startswith(("hydra.launcher.timeout_min", "hydra.launcher.signal_delay_s"))]
+    cmd += ["hydra.launcher.timeout_min=2", "hydra.launcher.signal_delay_s=40", "model.target.hr_at_10=0.99"]
+    cmd += ["max_epochs=200", "model.optimizer.lr=tag(log,interval(1e-4,1e-2))", "hydra.sweeper.n_trials=2"]
+    # each worker claims one trial only (no new trial after 5 s): the sweep ends with the two
+    cmd += ["hydra.sweeper.n_jobs=2", "hydra.sweeper.timeout=5"]
+    sweep = subprocess.Popen(
+        cmd, env=_env(slurm_cluster, tmp_path), cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        both = _wait_for("two running seed runs", lambda: len(_all_runs(tmp_path)) == 2 and _all_runs(tmp_path), sweep)
+        time.sleep(3)  # into training
+        cancelled = both[0].data.tags[names.SLURM_JOB_ID]
+        slurm_cluster.run("scancel", cancelled)
+        _, stderr = sweep.communicate(timeout=240)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert sweep.returncode == 0, stderr[-3000:]
+    status = {run.data.tags[names.SLURM_JOB_ID]: run.info.status for run in _all_runs(tmp_path)}
+    timed_out = next(job for job in status if job != cancelled)
+    assert status == {cancelled: "KILLED", timed_out: "FAILED"}
+    accounted = slurm_cluster.run("sacct", "-n", "-X", "-P", "-o", "JobID,State,Start,End").stdout.split()
+    states = {line.split("|")[0]: line.split("|")[1:] for line in accounted}
+    assert states[cancelled][0].startswith("CANCELLED"), states
+    (start_a, end_a), (start_b, end_b) = (states[job][1:] for job in (cancelled, timed_out))
+    assert start_a < end_b and start_b < end_a, "the two workers' jobs ran at the same time"
+    import optuna
+
+    from t4bench.sweep.storage import open_storage
+
+    study = optuna.load_study(study_name="ncf-optuna", storage=open_storage(f"journal:{sweep_dir / 'optuna.journal'}"))
+    errors = sorted(str(t.user_attrs.get("t4bench_error")) for t in study.trials)
+    assert [t.state.name for t in study.trials] == ["FAIL", "FAIL"], errors
+    assert any("CANCELLED" in e for e in errors) and any("time limit" in e for e in errors), errors
+    assert (sweep_dir / "worker-1.log").exists()  # the second worker: a process here, not a job
+
+
+def test_controller_killed_then_stopped_then_rerun_reuses_completed_jobs(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The sweep command stopped mid-sweep and run again, twice: SIGKILL leaves its jobs running
+    (the next run waits for them and reuses their results), SIGTERM cancels its jobs still in
+    Slurm (one line); the third run trains only what no earlier run completed."""
+    cmd = [*_sweep(tmp_path, "seed=0,1,2"), "hydra.launcher.array_parallelism=1"]
+    env = _env(slurm_cluster, tmp_path)
+
+    def start() -> subprocess.Popen[str]:
+        return subprocess.Popen(cmd, env=env, cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def finished(seed: str) -> bool:
+        return any(r.data.tags[names.SEED] == seed and r.info.status == "FINISHED" for r in _all_runs(tmp_path))
+
+    def running(seed: str) -> bool:
+        return any(r.data.tags[names.SEED] == seed and r.info.status == "RUNNING" for r in _all_runs(tmp_path))
+
+    first = start()
+    try:
+        _wait_for("seed 0 finished", lambda: finished("0"), first)
+        first.kill()  # SIGKILL: seed 1's job (one at a time) runs on without its controller
+        first.wait()
+        second = start()
+        _wait_for("seed 2 started", lambda: running("2"), second)
+        second.send_signal(signal.SIGTERM)
+        out2, err2 = second.communicate(timeout=120)
+    finally:
+        for proc in (first, locals().get("second")):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+    assert second.returncode == 128 + signal.SIGTERM, err2[-3000:]
+    assert "waiting for 1 job(s) of an earlier run" in out2 and "2 of 3 jobs completed" in out2, out2
+    stopped = [line for line in err2.splitlines() if line.startswith("t4bench: stopped")]
+    assert len(stopped) == 1 and "1 Slurm job(s) still queued or running cancelled" in stopped[0], err2
+    assert "Traceback" not in err2
+    third = subprocess.run(cmd, env=env, cwd=tmp_path, text=True, capture_output=True, timeout=300)
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert "2 of 3 jobs completed in an earlier run" in third.stdout
+    by_seed: dict[str, list[str]] = {}
+    for run in _all_runs(tmp_path):
+        by_seed.setdefault(run.data.tags[names.SEED], []).append(run.info.status)
+    # seeds 0 and 1 trained once; seed 2 once KILLED (cancelled with its controller), then again
+    assert {seed: sorted(s) for seed, s in by_seed.items()} == {
+        "0": ["FINISHED"],
+        "1": ["FINISHED"],
+        "2": ["FINISHED", "KILLED"],
+    }

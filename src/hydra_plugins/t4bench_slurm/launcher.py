@@ -61,7 +61,7 @@ def _failed_line(err: Exception, folder: str) -> str:
         head = f"a job reached its time limit (hydra.launcher.timeout_min) and was stopped: {head}"
     return (
         f"a sweep job ended without a result: {head}; its MLflow run is closed KILLED/FAILED, logs in "
-        f"{folder.replace('/%j', '')}; run the same command again to continue an Optuna sweep"
+        f"{folder.replace('/%j', '')}; run the same command again to continue (completed jobs are reused)"
     )
 
 
@@ -139,11 +139,13 @@ class _Named:
             if not self._slurm:
                 raise
             cancelled = resume.cancel_unfinished(root)
-            raise RunTerminated(
-                f"{stop or 'Ctrl-C'} (the sweep's controller): {len(cancelled)} Slurm job(s) still queued or "
-                f"running cancelled ({', '.join(cancelled[:8])}{' ...' if len(cancelled) > 8 else ''}), "
-                "their runs closed KILLED; run the same command again to continue (completed jobs are reused)"
-            ) from None
+            listed = ", ".join(cancelled[:8]) + (" ..." if len(cancelled) > 8 else "")
+            stopped = RunTerminated(f"{str(stop) or 'Ctrl-C'} (the sweep's controller)")
+            stopped.closed = (
+                f"{len(cancelled)} Slurm job(s) still queued or running cancelled ({listed}), their runs "
+                "closed KILLED; run the same command again to continue (completed jobs are reused)"
+            )
+            raise stopped from None
 
 
 def _uncompleted() -> type[Exception]:
