@@ -69,6 +69,40 @@ def test_slurm_preset_takes_gpus_from_hw_and_refuses_a_signal_after_the_limit() 
     assert launcher._varying([["model=ncf", "seed=0"], ["model=ncf", "seed=1"]]) == {"seed"}
 
 
+def test_resume_reads_completed_results_by_overrides_and_resubmits_the_gaps(tmp_path: Path) -> None:
+    """What a re-run of a sweep takes from the .submitit folder: completed JobReturns by their
+    overrides; failed, errored, unfinished and half-written results are not reused."""
+    from hydra.core.utils import JobReturn, JobStatus
+    from submitit.core.utils import cloudpickle_dump
+
+    from t4bench.sweep import slurm_resume as resume
+
+    def job(name: str, outcome: str, status: JobStatus | None, seed: int) -> None:
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / f"{name}_submitted.pkl").write_bytes(b"")
+        ret = JobReturn(overrides=["model=ncf", f"seed={seed}"], status=status or JobStatus.COMPLETED)
+        cloudpickle_dump((outcome, ret if status else "Traceback ..."), folder / f"{name}_0_result.pkl")
+
+    job("7_0", "success", JobStatus.COMPLETED, 0)
+    job("7_1", "success", JobStatus.FAILED, 1)  # raised in the job (e.g. its time limit)
+    job("7_2", "error", None, 2)
+    for name in ("7_3", "8_0"):  # queued, running, or gone without a result; 8_0 half-written
+        (tmp_path / name).mkdir()
+        (tmp_path / name / f"{name}_submitted.pkl").write_bytes(b"")
+    (tmp_path / "8_0" / "8_0_0_result.pkl").write_bytes(b"\x80half")
+    (tmp_path / "7").mkdir()  # the array's sbatch script folder: not a job
+    (tmp_path / "7" / "7_submission.sh").write_text("#!/bin/bash")
+    assert resume.folder_root(str(tmp_path / "%j")) == tmp_path
+    done = resume.completed(tmp_path)
+    assert list(done) == [("model=ncf", "seed=0")]
+    assert resume.unfinished(tmp_path) == ["7_3", "8_0"]
+    found = [done.get(("model=ncf", f"seed={s}")) for s in range(5)]
+    assert resume.gaps(found) == [(1, 5)]
+    assert resume.gaps([None, found[0], None, None, found[0]]) == [(0, 1), (2, 4)]
+    assert resume.gaps([]) == [] and resume.in_slurm([]) == []
+
+
 # --- a real Slurm -------------------------------------------------------------------------------
 
 
@@ -227,51 +261,80 @@ def _wait_for(what: str, ready, proc: subprocess.Popen[str], timeout: float = 18
     raise AssertionError(f"no {what} in {timeout:.0f} s")
 
 
-def test_optuna_workers_send_trials_as_jobs_a_cancelled_and_a_timed_out_job_fail_their_trials(
-    slurm_cluster: SlurmCluster,  # noqa: F811
-    tmp_path: Path,
-) -> None:
-    """hydra.sweeper.n_jobs=2 on Slurm: both workers stay on the submitting machine and each
-    sends its trial's seed as a Slurm job (both running at once). One job is scancel'ed: its run
-    KILLED, its trial FAIL. The other reaches its time limit (submitit's USR2, signal_delay_s
-    before it, or up to 60 s earlier): its run FAILED, its trial FAIL. No hang; the sweep ends."""
-    sweep_dir = tmp_path / "sweep"
+def _optuna(tmp_path: Path, *overrides: str) -> list[str]:
     cmd = _sweep(tmp_path, "hydra/sweeper=optuna", "hydra/sweeper/sampler=random", "hydra/sweeper/pruner=none")
-    cmd = [arg for arg in cmd if not arg.startswith(("hydra.launcher.timeout_min", "hydra.launcher.signal_delay_s"))]
-    cmd += ["hydra.launcher.timeout_min=2", "hydra.launcher.signal_delay_s=40", "model.target.hr_at_10=0.99"]
-    cmd += ["max_epochs=200", "model.optimizer.lr=tag(log,interval(1e-4,1e-2))", "hydra.sweeper.n_trials=2"]
-    # each worker claims one trial only (no new trial after 5 s): the sweep ends with the two
-    cmd += ["hydra.sweeper.n_jobs=2", "hydra.sweeper.timeout=5"]
-    sweep = subprocess.Popen(
-        cmd, env=_env(slurm_cluster, tmp_path), cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    try:
-        both = _wait_for("two running seed runs", lambda: len(_all_runs(tmp_path)) == 2 and _all_runs(tmp_path), sweep)
-        time.sleep(3)  # into training
-        cancelled = both[0].data.tags[names.SLURM_JOB_ID]
-        slurm_cluster.run("scancel", cancelled)
-        _, stderr = sweep.communicate(timeout=240)
-    finally:
-        if sweep.poll() is None:
-            sweep.kill()
-    assert sweep.returncode == 0, stderr[-3000:]
-    status = {run.data.tags[names.SLURM_JOB_ID]: run.info.status for run in _all_runs(tmp_path)}
-    timed_out = next(job for job in status if job != cancelled)
-    assert status == {cancelled: "KILLED", timed_out: "FAILED"}
-    accounted = slurm_cluster.run("sacct", "-n", "-X", "-P", "-o", "JobID,State,Start,End").stdout.split()
-    states = {line.split("|")[0]: line.split("|")[1:] for line in accounted}
-    assert states[cancelled][0].startswith("CANCELLED"), states
-    (start_a, end_a), (start_b, end_b) = (states[job][1:] for job in (cancelled, timed_out))
-    assert start_a < end_b and start_b < end_a, "the two workers' jobs ran at the same time"
+    return [*cmd, "model.optimizer.lr=tag(log,interval(1e-4,1e-2))", *overrides]
+
+
+def _trials(tmp_path: Path) -> list:  # type: ignore[type-arg]
     import optuna
 
     from t4bench.sweep.storage import open_storage
 
-    study = optuna.load_study(study_name="ncf-optuna", storage=open_storage(f"journal:{sweep_dir / 'optuna.journal'}"))
-    errors = sorted(str(t.user_attrs.get("t4bench_error")) for t in study.trials)
-    assert [t.state.name for t in study.trials] == ["FAIL", "FAIL"], errors
-    assert any("CANCELLED" in e for e in errors) and any("time limit" in e for e in errors), errors
-    assert (sweep_dir / "worker-1.log").exists()  # the second worker: a process here, not a job
+    journal = f"journal:{tmp_path / 'sweep' / 'optuna.journal'}"
+    return optuna.load_study(study_name="ncf-optuna", storage=open_storage(journal)).trials
+
+
+def test_optuna_workers_send_trials_as_jobs_and_a_cancelled_job_fails_its_trial(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """hydra.sweeper.n_jobs=2 on Slurm: both workers stay on the submitting machine and each sends
+    its trial's seed as a Slurm job, both running at once. One job is scancel'ed: its run KILLED,
+    its trial FAIL (the line in t4bench_error), and the sweep goes on to n_trials COMPLETE."""
+    cmd = _optuna(tmp_path, "max_epochs=2", "hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=2")
+    sweep = subprocess.Popen(
+        cmd, env=_env(slurm_cluster, tmp_path), cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        first = _wait_for("a running seed run", lambda: _all_runs(tmp_path), sweep)[0]
+        time.sleep(2)  # into training
+        cancelled = first.data.tags[names.SLURM_JOB_ID]
+        slurm_cluster.run("scancel", cancelled)
+        _, stderr = sweep.communicate(timeout=300)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert sweep.returncode == 0, stderr[-3000:]
+    runs = _all_runs(tmp_path)
+    status = {run.data.tags[names.SLURM_JOB_ID]: run.info.status for run in runs}
+    assert status.pop(cancelled) == "KILLED" and list(status.values()) == ["FINISHED", "FINISHED"], status
+    trials = _trials(tmp_path)
+    assert sorted(t.state.name for t in trials) == ["COMPLETE", "COMPLETE", "FAIL"]
+    (failed,) = [t for t in trials if t.state.name == "FAIL"]
+    assert "CANCELLED" in failed.user_attrs["t4bench_error"]
+    accounted = slurm_cluster.run("sacct", "-n", "-X", "-P", "-o", "JobID,Start,End").stdout.split()
+    spans = sorted(
+        line.split("|")[1:]
+        for line in accounted
+        if line.split("|")[0] in {r.data.tags[names.SLURM_JOB_ID] for r in runs}
+    )
+    assert len(spans) == 3 and spans[1][0] < spans[0][1], f"the two workers' first jobs ran at once: {spans}"
+    assert (tmp_path / "sweep" / "worker-1.log").exists()  # the second worker: a process here, not a job
+
+
+def test_a_job_at_its_time_limit_fails_its_run_and_its_trial(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A run that cannot end before its job's time limit (target out of reach): submitit's USR2
+    comes signal_delay_s before the limit, or up to 60 s earlier (here 20-80 s after the start);
+    the run closes FAILED, the trial FAIL with the time limit named, and the sweep ends (no new
+    trial after `timeout` s), no hang."""
+    cmd = [
+        a for a in _optuna(tmp_path, "max_epochs=500", "model.target.hr_at_10=0.99") if "launcher.timeout_min" not in a
+    ]
+    cmd = [a for a in cmd if "signal_delay_s" not in a]
+    cmd += ["hydra.launcher.timeout_min=2", "hydra.launcher.signal_delay_s=40"]
+    cmd += ["hydra.sweeper.n_trials=1", "hydra.sweeper.timeout=20"]
+    done = subprocess.run(
+        cmd, env=_env(slurm_cluster, tmp_path), cwd=tmp_path, text=True, capture_output=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run,) = _all_runs(tmp_path)
+    assert run.info.status == "FAILED"
+    (trial,) = _trials(tmp_path)
+    assert trial.state.name == "FAIL" and "time limit" in trial.user_attrs["t4bench_error"], trial.user_attrs
 
 
 def test_controller_killed_then_stopped_then_rerun_reuses_completed_jobs(

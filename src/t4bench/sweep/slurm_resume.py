@@ -37,7 +37,12 @@ def folder_root(submitit_folder: str) -> Path:
 
 
 def _job_dirs(root: Path) -> list[Path]:
-    return [path for path in root.iterdir() if path.is_dir() and _JOB_DIR.match(path.name)] if root.is_dir() else []
+    """The folders of submitted jobs (an array's own folder holds only its sbatch script)."""
+    if not root.is_dir():
+        return []
+    return [
+        path for path in root.iterdir() if _JOB_DIR.match(path.name) and (path / f"{path.name}_submitted.pkl").exists()
+    ]
 
 
 def _result(job_dir: Path) -> Any:
