@@ -17,7 +17,9 @@ from __future__ import annotations
 import os
 import subprocess
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
@@ -84,7 +86,9 @@ class _Named:
     def _rename(self, sweep_overrides: Sequence[str]) -> None:
         """Inside the job: give this Slurm job the name of its run (best effort: a failed rename
         only leaves the array's name)."""
-        job = os.environ.get("SLURM_JOB_ID")
+        # <array>_<task>: the task's own SLURM_JOB_ID may be the array's id (Slurm gives it to one
+        # of the tasks), and renaming that renames every task of the array
+        job = slurm.job_id(os.environ)
         if not job or os.environ.get("SUBMITIT_EXECUTOR") != "slurm":
             return
         varying = getattr(self, "varying", None)
@@ -100,19 +104,23 @@ class _Named:
         self.varying = _varying(job_overrides)
         folder = str(self.params.get("submitit_folder", ""))
         root = resume.folder_root(folder)
-        if self._slurm:  # a killed controller's jobs run on: wait for them rather than train them twice
-            resume.wait_for_earlier(root)
-        done = resume.completed(root)
-        returns: list[JobReturn | None] = [done.get(tuple(str(o) for o in job)) for job in job_overrides]
-        reused = sum(ret is not None for ret in returns)
-        if reused:
-            print(
-                f"[t4bench] {reused} of {len(returns)} jobs completed in an earlier run of this sweep: "
-                f"reused, not submitted again",
-                flush=True,
-            )
-        for start, stop in resume.gaps(returns):
-            returns[start:stop] = self._submit(launch, job_overrides[start:stop], initial + start, root)
+        with self._cancelled_when_stopped(root):
+            if self._slurm:  # a killed controller's jobs run on: wait for them rather than train them twice
+                resume.wait_for_earlier(root)
+            done = resume.completed(root)
+            returns: list[JobReturn | None] = [done.get(tuple(str(o) for o in job)) for job in job_overrides]
+            reused = sum(ret is not None for ret in returns)
+            if reused:
+                print(
+                    f"[t4bench] {reused} of {len(returns)} jobs completed in an earlier run of this sweep: "
+                    f"reused, not submitted again",
+                    flush=True,
+                )
+            for start, stop in resume.gaps(returns):
+                try:
+                    returns[start:stop] = launch(job_overrides[start:stop], initial + start)
+                except _uncompleted() as err:
+                    raise T4BenchError(_failed_line(err, folder)) from None
         for ret in returns:
             assert ret is not None
             # a job at its time limit: submitit's USR2 handler raises in the job, the run closes
@@ -128,13 +136,13 @@ class _Named:
     def _slurm(self) -> bool:
         return isinstance(self, _Slurm)
 
-    def _submit(self, launch: Any, jobs: Sequence[Sequence[str]], initial: int, root: Any) -> list[JobReturn]:
-        """Submit `jobs` and wait for them; on SIGTERM/Ctrl-C cancel those still in Slurm first."""
+    @contextmanager
+    def _cancelled_when_stopped(self, root: Path) -> Iterator[None]:
+        """SIGTERM or Ctrl-C while the sweep's jobs run (or while waiting for an earlier run's):
+        cancel those still in Slurm first, then stop with one line (exit 143)."""
         try:
             with sigterm_raises():
-                return list(launch(jobs, initial))
-        except _uncompleted() as err:
-            raise T4BenchError(_failed_line(err, str(root))) from None
+                yield
         except (RunTerminated, KeyboardInterrupt) as stop:
             if not self._slurm:
                 raise
