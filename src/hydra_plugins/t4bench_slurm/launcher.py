@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
+from omegaconf import OmegaConf
 
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher as _Local
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as _Slurm
@@ -31,6 +32,8 @@ from t4bench.signals import sigterm_raises
 from t4bench.sweep import slurm
 from t4bench.sweep import slurm_resume as resume
 
+#: the t4bench Optuna sweeper's classes (hydra/sweeper=optuna)
+_OPTUNA = "hydra_plugins.t4bench_sweeper"
 #: the longest job name kept (Slurm allows more; squeue's default NAME column shows 8)
 _NAME_LIMIT = 120
 
@@ -99,15 +102,19 @@ class _Named:
         )
 
     def _launch_or_explain(self, launch: Any, job_overrides: Sequence[Sequence[str]], initial: int) -> Any:
-        self.params = _gpu_params(self.params, getattr(self, "config"))  # noqa: B009  # set by setup()
+        config = getattr(self, "config")  # noqa: B009  # set by Hydra's setup()
+        self.params = _gpu_params(self.params, config)
         # the keys whose values differ between the jobs (seed, a trial's parameters): the job names
         self.varying = _varying(job_overrides)
         folder = str(self.params.get("submitit_folder", ""))
         root = resume.folder_root(folder)
+        # an Optuna sweep resumes through its study (its jobs carry their trial run's id, so no earlier
+        # result could match), and its other workers' jobs in this folder are not an earlier run's
+        seeds = not str(OmegaConf.select(config, "hydra.sweeper._target_", default="")).startswith(_OPTUNA)
         with self._cancelled_when_stopped(root):
-            if self._slurm:  # a killed controller's jobs run on: wait for them rather than train them twice
+            if seeds and self._slurm:  # a killed controller's jobs run on: wait, rather than train them twice
                 resume.wait_for_earlier(root)
-            done = resume.completed(root)
+            done = resume.completed(root) if seeds else {}
             returns: list[JobReturn | None] = [done.get(tuple(str(o) for o in job)) for job in job_overrides]
             reused = sum(ret is not None for ret in returns)
             if reused:
