@@ -1,10 +1,13 @@
 """Runs and sweeps on Slurm (docs/cluster.md): the job and launcher tags, hw.nodes against the
-allocation, the submitit presets' resources and checks, and, against a real single-host Slurm
-(tests/slurm_cluster.py), a 3-seed NCF sweep through hydra/launcher=submitit_slurm, a scancel'ed
-job and a 2-rank srun run."""
+allocation, the submitit presets' resources and checks, what a re-run of a sweep reuses, and,
+against ONE real single-host Slurm per test session (tests/slurm_cluster.py): a 2-seed NCF sweep
+compared with a local one, a scancel'ed job, an Optuna sweep with two workers and a cancelled
+job, a job at its time limit, the sweep command killed and stopped then run again, and a 2-rank
+srun run."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -68,6 +71,40 @@ def test_slurm_preset_takes_gpus_from_hw_and_refuses_a_signal_after_the_limit() 
     assert launcher._varying([["model=ncf", "seed=0"], ["model=ncf", "seed=1"]]) == {"seed"}
 
 
+def test_resume_reads_completed_results_by_overrides_and_resubmits_the_gaps(tmp_path: Path) -> None:
+    """What a re-run of a sweep takes from the .submitit folder: completed JobReturns by their
+    overrides; failed, errored, unfinished and half-written results are not reused."""
+    from hydra.core.utils import JobReturn, JobStatus
+    from submitit.core.utils import cloudpickle_dump
+
+    from t4bench.sweep import slurm_resume as resume
+
+    def job(name: str, outcome: str, status: JobStatus | None, seed: int) -> None:
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / f"{name}_submitted.pkl").write_bytes(b"")
+        ret = JobReturn(overrides=["model=ncf", f"seed={seed}"], status=status or JobStatus.COMPLETED)
+        cloudpickle_dump((outcome, ret if status else "Traceback ..."), folder / f"{name}_0_result.pkl")
+
+    job("7_0", "success", JobStatus.COMPLETED, 0)
+    job("7_1", "success", JobStatus.FAILED, 1)  # raised in the job (e.g. its time limit)
+    job("7_2", "error", None, 2)
+    for name in ("7_3", "8_0"):  # queued, running, or gone without a result; 8_0 half-written
+        (tmp_path / name).mkdir()
+        (tmp_path / name / f"{name}_submitted.pkl").write_bytes(b"")
+    (tmp_path / "8_0" / "8_0_0_result.pkl").write_bytes(b"\x80half")
+    (tmp_path / "7").mkdir()  # the array's sbatch script folder: not a job
+    (tmp_path / "7" / "7_submission.sh").write_text("#!/bin/bash")
+    assert resume.folder_root(str(tmp_path / "%j")) == tmp_path
+    done = resume.completed(tmp_path)
+    assert list(done) == [("model=ncf", "seed=0")]
+    assert resume.unfinished(tmp_path) == ["7_3", "8_0"]
+    found = [done.get(("model=ncf", f"seed={s}")) for s in range(5)]
+    assert resume.gaps(found) == [(1, 5)]
+    assert resume.gaps([None, found[0], None, None, found[0]]) == [(0, 1), (2, 4)]
+    assert resume.gaps([]) == [] and resume.in_slurm([]) == []
+
+
 # --- a real Slurm -------------------------------------------------------------------------------
 
 
@@ -105,12 +142,20 @@ def _runs(tmp_path: Path) -> list:  # type: ignore[type-arg]
     return [run for run in runs if run.data.tags.get("t4bench.sweep_role") != "parent" and names.SEED in run.data.tags]
 
 
-def test_seed_sweep_through_slurm_finishes_every_run_with_its_job_id(
+def _hr_history(client: MlflowClient, run_id: str) -> list[tuple[int, float]]:
+    return [(m.step, m.value) for m in client.get_metric_history(run_id, "eval_hr_at_10")]
+
+
+def test_seed_sweep_through_slurm_finishes_every_run_with_its_job_id_as_a_local_sweep_would(
     slurm_cluster: SlurmCluster,  # noqa: F811
     tmp_path: Path,
 ) -> None:
+    """Two seeds through Slurm, then the same two seeds as a plain local sweep into the same
+    experiment: every run FINISHED, told apart by t4bench.sweep_launcher, and each seed's quality
+    after every epoch the same to the last bit (CPU training is deterministic per seed; docs/cluster.md
+    has the 8-seed comparison to convergence)."""
     done = subprocess.run(
-        _sweep(tmp_path, "seed=0,1,2"),
+        _sweep(tmp_path, "seed=0,1"),
         env=_env(slurm_cluster, tmp_path),
         cwd=tmp_path,
         text=True,
@@ -119,7 +164,7 @@ def test_seed_sweep_through_slurm_finishes_every_run_with_its_job_id(
     )
     assert done.returncode == 0, done.stderr[-3000:]
     runs = _runs(tmp_path)
-    assert sorted(run.data.tags[names.SEED] for run in runs) == ["0", "1", "2"]
+    assert sorted(run.data.tags[names.SEED] for run in runs) == ["0", "1"]
     assert {run.info.status for run in runs} == {"FINISHED"}
     assert {run.data.tags[names.SWEEP_LAUNCHER] for run in runs} == {"submitit_slurm"}
     jobs = {run.data.tags[names.SLURM_JOB_ID] for run in runs}
@@ -127,8 +172,25 @@ def test_seed_sweep_through_slurm_finishes_every_run_with_its_job_id(
     # every run's job is in Slurm's accounting, named after its seed
     names_of = dict(line.split("|", 1) for line in accounted)
     assert jobs <= set(names_of), (jobs, names_of)
-    assert {names_of[run.data.tags[names.SLURM_JOB_ID]] for run in runs} == {f"t4bench-ncf:seed={s}" for s in "012"}
+    assert {names_of[run.data.tags[names.SLURM_JOB_ID]] for run in runs} == {f"t4bench-ncf:seed={s}" for s in "01"}
     assert list((tmp_path / "sweep" / ".submitit").rglob("*_log.out")), "job logs under the sweep dir"
+
+    local = [a for a in _sweep(tmp_path, "seed=0,1") if not a.startswith("hydra.launcher")]
+    local = [a.replace("hydra/launcher=submitit_slurm", "hydra/launcher=basic") for a in local]
+    local = [a.replace(str(tmp_path / "sweep"), str(tmp_path / "local")) for a in local]
+    done = subprocess.run(
+        local, env=_env(slurm_cluster, tmp_path), cwd=tmp_path, text=True, capture_output=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    by_launcher: dict[str, dict[str, list[tuple[int, float]]]] = {}
+    for run in _runs(tmp_path):
+        assert run.info.status == "FINISHED"
+        seeds = by_launcher.setdefault(run.data.tags[names.SWEEP_LAUNCHER], {})
+        seeds[run.data.tags[names.SEED]] = _hr_history(client, run.info.run_id)
+    assert set(by_launcher) == {"submitit_slurm", "basic"}
+    assert len(by_launcher["basic"]["0"]) == 1 and by_launcher["basic"]["0"] != by_launcher["basic"]["1"]
+    assert by_launcher["submitit_slurm"] == by_launcher["basic"]
 
 
 def test_scancel_of_a_running_job_ends_the_sweep_in_one_line_with_a_killed_run(
@@ -183,3 +245,145 @@ def test_two_ranks_started_by_srun_train_one_run_over_gloo(
     tags = run.data.tags
     assert (tags[names.LAUNCHER], tags[names.WORLD_SIZE], tags[names.DIST_BACKEND]) == ("slurm", "2", "ddp/gloo")
     assert tags[names.SLURM_JOB_ID].isdigit() and tags[names.SWEEP_LAUNCHER] == slurm.NO_SWEEP
+
+
+def _all_runs(tmp_path: Path) -> list:  # type: ignore[type-arg]
+    """Every training run (no sweep parents or trial runs), any launcher."""
+    return [run for run in _runs(tmp_path) if names.SWEEP_ROLE not in run.data.tags]
+
+
+def _wait_for(what: str, ready, proc: subprocess.Popen[str], timeout: float = 180):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = ready()
+        if found:
+            return found
+        assert proc.poll() is None, f"the sweep ended before {what}: {proc.communicate()[1][-3000:]}"
+        time.sleep(0.5)
+    raise AssertionError(f"no {what} in {timeout:.0f} s")
+
+
+def _optuna(tmp_path: Path, *overrides: str) -> list[str]:
+    cmd = _sweep(tmp_path, "hydra/sweeper=optuna", "hydra/sweeper/sampler=random", "hydra/sweeper/pruner=none")
+    return [*cmd, "model.optimizer.lr=tag(log,interval(1e-4,1e-2))", *overrides]
+
+
+def _trials(tmp_path: Path) -> list:  # type: ignore[type-arg]
+    import optuna
+
+    from t4bench.sweep.storage import open_storage
+
+    journal = f"journal:{tmp_path / 'sweep' / 'optuna.journal'}"
+    return optuna.load_study(study_name="ncf-optuna", storage=open_storage(journal)).trials
+
+
+def test_optuna_workers_send_trials_as_jobs_and_a_cancelled_job_fails_its_trial(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """hydra.sweeper.n_jobs=2 on Slurm: both workers stay on the submitting machine and each sends
+    its trials' seeds as Slurm jobs. One job is scancel'ed: its run KILLED, its trial FAIL (the
+    line in t4bench_error), and the sweep goes on to n_trials COMPLETE."""
+    cmd = _optuna(tmp_path, "max_epochs=2", "hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=2")
+    sweep = subprocess.Popen(
+        cmd, env=_env(slurm_cluster, tmp_path), cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        first = _wait_for("a running seed run", lambda: _all_runs(tmp_path), sweep)[0]
+        time.sleep(2)  # into training
+        cancelled = first.data.tags[names.SLURM_JOB_ID]
+        slurm_cluster.run("scancel", cancelled)
+        _, stderr = sweep.communicate(timeout=300)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert sweep.returncode == 0, stderr[-3000:]
+    runs = _all_runs(tmp_path)
+    status = {run.data.tags[names.SLURM_JOB_ID]: run.info.status for run in runs}
+    assert status.pop(cancelled) == "KILLED" and list(status.values()) == ["FINISHED", "FINISHED"], status
+    trials = _trials(tmp_path)
+    assert sorted(t.state.name for t in trials) == ["COMPLETE", "COMPLETE", "FAIL"]
+    (failed,) = [t for t in trials if t.state.name == "FAIL"]
+    assert "CANCELLED" in failed.user_attrs["t4bench_error"]
+    # both worker processes (one started by the other, here) claimed trials; every seed a job
+    assert len({t.user_attrs["t4bench_pid"] for t in trials}) == 2, [t.user_attrs for t in trials]
+    assert len(status) == 2 and cancelled not in status
+    assert (tmp_path / "sweep" / "worker-1.log").exists()  # the second worker: a process here, not a job
+
+
+def test_a_job_at_its_time_limit_fails_its_run_and_its_trial(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A run that cannot end before its job's time limit (target out of reach): submitit's USR2
+    comes signal_delay_s before the limit, or up to 60 s earlier (here 20-80 s after the start);
+    the run closes FAILED, the trial FAIL with the time limit named, and the sweep stops at
+    max_failures in one line, no hang."""
+    cmd = [
+        a for a in _optuna(tmp_path, "max_epochs=500", "model.target.hr_at_10=0.99") if "launcher.timeout_min" not in a
+    ]
+    cmd = [a for a in cmd if "signal_delay_s" not in a]
+    cmd += ["hydra.launcher.timeout_min=2", "hydra.launcher.signal_delay_s=40"]
+    cmd += ["hydra.sweeper.n_trials=1", "hydra.sweeper.max_failures=1"]
+    done = subprocess.run(
+        cmd, env=_env(slurm_cluster, tmp_path), cwd=tmp_path, text=True, capture_output=True, timeout=300
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("t4bench: error:")]
+    assert len(errors) == 1 and "max_failures=1" in errors[0] and "Traceback" not in done.stderr, done.stderr
+    (run,) = _all_runs(tmp_path)
+    assert run.info.status == "FAILED"
+    (trial,) = _trials(tmp_path)
+    assert trial.state.name == "FAIL" and "time limit" in trial.user_attrs["t4bench_error"], trial.user_attrs
+
+
+def test_controller_killed_then_stopped_then_rerun_reuses_completed_jobs(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The sweep command stopped mid-sweep and run again, twice: after SIGKILL its jobs run on and
+    the next run waits for them; SIGTERM of that one cancels the job still in Slurm (one line);
+    the third run reuses the completed jobs and trains only the cancelled seed."""
+    cmd = [*_sweep(tmp_path, "seed=0,1,2"), "hydra.launcher.array_parallelism=1"]
+    env = _env(slurm_cluster, tmp_path)
+
+    def start() -> subprocess.Popen[str]:
+        return subprocess.Popen(cmd, env=env, cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def finished(seed: str) -> bool:
+        return any(r.data.tags[names.SEED] == seed and r.info.status == "FINISHED" for r in _all_runs(tmp_path))
+
+    def running(seed: str) -> bool:
+        return any(r.data.tags[names.SEED] == seed and r.info.status == "RUNNING" for r in _all_runs(tmp_path))
+
+    first = start()
+    second = None
+    try:
+        _wait_for("seed 0 finished", lambda: finished("0"), first)
+        first.kill()  # SIGKILL: its array (one task at a time) runs on: seed 1, then seed 2
+        first.wait()
+        second = start()  # waits for the orphaned jobs; stopped while seed 2 trains
+        _wait_for("seed 1 finished and seed 2 started", lambda: finished("1") and running("2"), second)
+        second.send_signal(signal.SIGTERM)
+        out2, err2 = second.communicate(timeout=120)
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+    assert second.returncode == 128 + signal.SIGTERM, err2[-3000:]
+    assert "waiting for 2 job(s) of an earlier run" in out2, out2
+    stopped = [line for line in err2.splitlines() if line.startswith("t4bench: stopped")]
+    assert len(stopped) == 1 and "1 Slurm job(s) still queued or running cancelled" in stopped[0], err2
+    assert "Traceback" not in err2
+    third = subprocess.run(cmd, env=env, cwd=tmp_path, text=True, capture_output=True, timeout=300)
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert "2 of 3 jobs completed in an earlier run" in third.stdout
+    by_seed: dict[str, list[str]] = {}
+    for run in _all_runs(tmp_path):
+        by_seed.setdefault(run.data.tags[names.SEED], []).append(run.info.status)
+    # seeds 0 and 1 trained once; seed 2 once KILLED (cancelled with its controller), then again
+    assert {seed: sorted(s) for seed, s in by_seed.items()} == {
+        "0": ["FINISHED"],
+        "1": ["FINISHED"],
+        "2": ["FINISHED", "KILLED"],
+    }

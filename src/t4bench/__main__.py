@@ -92,7 +92,9 @@ def main() -> None:
         )
         sys.exit(2)
     except RunTerminated as stop:  # the run is closed as KILLED already; exit as a signal would
-        closed = f"MLflow run {stop.run_id} is marked KILLED" if stop.run_id else "no MLflow run had been created"
+        closed = stop.closed or (
+            f"MLflow run {stop.run_id} is marked KILLED" if stop.run_id else "no MLflow run had been created"
+        )
         print(f"t4bench: stopped by {stop}; {closed}", file=sys.stderr)
         sys.exit(128 + int(signal.SIGTERM))
 

@@ -19,3 +19,6 @@ class RunTerminated(BaseException):
 
     #: the MLflow run closed as KILLED on the way out (empty: none existed yet)
     run_id: str = ""
+    #: what was closed on the way out when it was not one run (a sweep controller: its jobs);
+    #: said instead of the run id
+    closed: str = ""

@@ -17,16 +17,23 @@ from __future__ import annotations
 import os
 import subprocess
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
+from omegaconf import OmegaConf
 
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher as _Local
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as _Slurm
-from t4bench.errors import T4BenchError
+from t4bench.errors import RunTerminated, T4BenchError
+from t4bench.signals import sigterm_raises
 from t4bench.sweep import slurm
+from t4bench.sweep import slurm_resume as resume
 
+#: the t4bench Optuna sweeper's classes (hydra/sweeper=optuna)
+_OPTUNA = "hydra_plugins.t4bench_sweeper"
 #: the longest job name kept (Slurm allows more; squeue's default NAME column shows 8)
 _NAME_LIMIT = 120
 
@@ -59,7 +66,7 @@ def _failed_line(err: Exception, folder: str) -> str:
         head = f"a job reached its time limit (hydra.launcher.timeout_min) and was stopped: {head}"
     return (
         f"a sweep job ended without a result: {head}; its MLflow run is closed KILLED/FAILED, logs in "
-        f"{folder.replace('/%j', '')}; run the same command again to continue an Optuna sweep"
+        f"{folder.replace('/%j', '')}; run the same command again to continue (completed jobs are reused)"
     )
 
 
@@ -82,7 +89,9 @@ class _Named:
     def _rename(self, sweep_overrides: Sequence[str]) -> None:
         """Inside the job: give this Slurm job the name of its run (best effort: a failed rename
         only leaves the array's name)."""
-        job = os.environ.get("SLURM_JOB_ID")
+        # <array>_<task>: the task's own SLURM_JOB_ID may be the array's id (Slurm gives it to one
+        # of the tasks), and renaming that renames every task of the array
+        job = slurm.job_id(os.environ)
         if not job or os.environ.get("SUBMITIT_EXECUTOR") != "slurm":
             return
         varying = getattr(self, "varying", None)
@@ -93,25 +102,71 @@ class _Named:
         )
 
     def _launch_or_explain(self, launch: Any, job_overrides: Sequence[Sequence[str]], initial: int) -> Any:
-        import submitit
-
-        self.params = _gpu_params(self.params, getattr(self, "config"))  # noqa: B009  # set by setup()
+        config = getattr(self, "config")  # noqa: B009  # set by Hydra's setup()
+        self.params = _gpu_params(self.params, config)
         # the keys whose values differ between the jobs (seed, a trial's parameters): the job names
         self.varying = _varying(job_overrides)
         folder = str(self.params.get("submitit_folder", ""))
-        try:
-            returns = launch(job_overrides, initial)
-        except submitit.core.utils.UncompletedJobError as err:
-            raise T4BenchError(_failed_line(err, folder)) from None
+        root = resume.folder_root(folder)
+        # an Optuna sweep resumes through its study (its jobs carry their trial run's id, so no earlier
+        # result could match), and its other workers' jobs in this folder are not an earlier run's
+        seeds = not str(OmegaConf.select(config, "hydra.sweeper._target_", default="")).startswith(_OPTUNA)
+        with self._cancelled_when_stopped(root):
+            if seeds and self._slurm:  # a killed controller's jobs run on: wait, rather than train them twice
+                resume.wait_for_earlier(root)
+            done = resume.completed(root) if seeds else {}
+            returns: list[JobReturn | None] = [done.get(tuple(str(o) for o in job)) for job in job_overrides]
+            reused = sum(ret is not None for ret in returns)
+            if reused:
+                print(
+                    f"[t4bench] {reused} of {len(returns)} jobs completed in an earlier run of this sweep: "
+                    f"reused, not submitted again",
+                    flush=True,
+                )
+            for start, stop in resume.gaps(returns):
+                try:
+                    returns[start:stop] = launch(job_overrides[start:stop], initial + start)
+                except _uncompleted() as err:
+                    raise T4BenchError(_failed_line(err, folder)) from None
         for ret in returns:
+            assert ret is not None
             # a job at its time limit: submitit's USR2 handler raises in the job, the run closes
             # FAILED, and Hydra would re-raise it here with a traceback
             if ret.status == JobStatus.FAILED:
                 try:
                     ret.return_value  # noqa: B018  # re-raises the job's exception
-                except submitit.core.utils.UncompletedJobError as err:
+                except _uncompleted() as err:
                     raise T4BenchError(_failed_line(err, folder)) from None
         return returns
+
+    @property
+    def _slurm(self) -> bool:
+        return isinstance(self, _Slurm)
+
+    @contextmanager
+    def _cancelled_when_stopped(self, root: Path) -> Iterator[None]:
+        """SIGTERM or Ctrl-C while the sweep's jobs run (or while waiting for an earlier run's):
+        cancel those still in Slurm first, then stop with one line (exit 143)."""
+        try:
+            with sigterm_raises():
+                yield
+        except (RunTerminated, KeyboardInterrupt) as stop:
+            if not self._slurm:
+                raise
+            cancelled = resume.cancel_unfinished(root)
+            listed = ", ".join(cancelled[:8]) + (" ..." if len(cancelled) > 8 else "")
+            stopped = RunTerminated(f"{str(stop) or 'Ctrl-C'} (the sweep's controller)")
+            stopped.closed = (
+                f"{len(cancelled)} Slurm job(s) still queued or running cancelled ({listed}), their runs "
+                "closed KILLED; run the same command again to continue (completed jobs are reused)"
+            )
+            raise stopped from None
+
+
+def _uncompleted() -> type[Exception]:
+    import submitit
+
+    return submitit.core.utils.UncompletedJobError
 
 
 class SlurmLauncher(_Named, _Slurm):

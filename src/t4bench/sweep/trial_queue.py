@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from t4bench.errors import T4BenchError
 from t4bench.sweep import liveness
 from t4bench.sweep.storage import critical_section, is_journal
 
@@ -61,7 +62,11 @@ class TrialQueue:
                 return None
             excused = liveness.excused_failures(self.study.get_trials(deepcopy=False))
             if n["FAIL"] >= self.max_failures + excused:
-                raise RuntimeError(f"{n['FAIL']} failed trials (max_failures={self.max_failures}); giving up")
+                # one line and exit 2 (the sweeper's T4BenchError), not a traceback: nothing is broken
+                raise T4BenchError(
+                    f"{n['FAIL']} failed trial(s) (hydra.sweeper.max_failures={self.max_failures}): the sweep "
+                    "stops; each failed trial says why in its t4bench_error attribute"
+                )
             trial = self.study.ask(fixed_distributions=self.distributions)
             liveness.claim(trial)
         if not is_journal(self.storage_url) and self._is_surplus(trial):
