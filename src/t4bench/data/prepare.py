@@ -92,6 +92,10 @@ def _from_downloads(parser: argparse.ArgumentParser, args: argparse.Namespace, n
         print(f"t4bench: error: prepare {name}: {err.strerror or err}: {err.filename or out}", file=sys.stderr)
         return 1
     print(f"prepared {name} in {out}: {manifest['train_pairs']} training pairs, {manifest['test_pairs']} test pairs")
+    dropped = int(str(manifest["dropped_pairs"]))
+    if dropped:  # said, not only written to the manifest: damaged downloads do not pass silently
+        total = dropped + int(str(manifest["train_pairs"]))
+        print(f"data: dropped {dropped} of {total} training pairs with an empty side or over {wmt.MAX_WORDS} words")
     return 0
 
 
