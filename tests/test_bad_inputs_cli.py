@@ -174,6 +174,28 @@ def test_every_shipped_sweep_passes(sweep: str, tmp_path: Path, monkeypatch: pyt
     command_line.check(["--multirun", f"+sweeps={sweep}"])
 
 
+def test_a_checked_single_run_is_not_checked_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner skips its checks for the config the command-line check passed in this process
+    (it gets the RunEnvironment made then); any other config, or a --multirun's, it checks itself."""
+    from conftest import compose
+    from omegaconf import open_dict
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+
+    def app_config(*args: str):  # type: ignore[no-untyped-def]
+        cfg = compose(args)
+        with open_dict(cfg):
+            del cfg["hydra"]  # the app's config: Hydra's node taken out
+        return cfg
+
+    command_line.check(["max_epochs=1", "seed=3"])
+    env = command_line.checked_env(app_config("max_epochs=1", "seed=3"))
+    assert env is not None and env.world_size == 1
+    assert command_line.checked_env(app_config("max_epochs=2", "seed=3")) is None
+    command_line.check(["--multirun", "max_epochs=1", "seed=3,4"])
+    assert command_line.checked_env(app_config("max_epochs=1", "seed=3")) is None
+
+
 def test_closest_key() -> None:
     keys = ["model", "model.optimizer", "model.optimizer.lr", "model.batch_size", "tracking.tags", "seed"]
     assert overrides.closest("model.lrr", keys) == "model.optimizer.lr"
