@@ -10,6 +10,9 @@ from typing import NoReturn
 class T4BenchError(Exception):
     """Bad input or a missing prerequisite that the user can fix (dataset path, hardware, extra)."""
 
+    #: the MLflow run this error ended (closed as FAILED on the way out); empty: none existed yet
+    run_id: str = ""
+
 
 class DatasetMissingError(T4BenchError):
     """A configured dataset is not where the config says; the message names the expected files."""

@@ -102,6 +102,9 @@ def _spawn_ranks(
         if isinstance(stop, RunTerminated):
             stop.run_id = run_id
         raise
+    except T4BenchError as err:  # a rank's one line: it names the run (t4bench.__main__)
+        err.run_id = run_id
+        raise
     finally:
         if status != names.FINISHED:
             _fail_if_running(tracker, status)
