@@ -40,7 +40,7 @@ _checked: tuple[str, RunEnvironment] | None = None
 
 def _task_yaml(cfg: DictConfig) -> str:
     """`cfg` without Hydra's node, interpolations as written (`${now:...}` stays one string)."""
-    return OmegaConf.to_yaml(OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"]))
+    return OmegaConf.to_yaml(OmegaConf.masked_copy(cfg, [str(key) for key in cfg if key != "hydra"]))
 
 
 def checked_env(cfg: DictConfig) -> RunEnvironment | None:
