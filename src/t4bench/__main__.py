@@ -54,9 +54,10 @@ def _after_error(folder: Path, made_here: bool, run_id: str) -> str:
     parents this left empty, up to the working directory) when this job made it."""
     if run_id:
         return f" (MLflow run {run_id}, folder {folder})"
-    if made_here and run_env.launched_rank() == 0:  # other ranks may share rank 0's folder
+    cwd = Path(HydraConfig.get().runtime.cwd).resolve()
+    apart = cwd != folder.resolve() and folder.resolve() not in cwd.parents  # never the cwd (hydra.run.dir=.)
+    if made_here and apart and run_env.launched_rank() == 0:  # other ranks may share rank 0's folder
         shutil.rmtree(folder, ignore_errors=True)
-        cwd = Path(HydraConfig.get().runtime.cwd).resolve()
         for parent in folder.resolve().parents:
             if parent == cwd or cwd not in parent.parents:
                 break
