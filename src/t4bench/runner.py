@@ -33,7 +33,7 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     """Check scale, hardware, backend and data before any run exists, then train here, or start
     `hw.count` ranks (one MLflow run, made here and handed to them)."""
     # a single run's command line passed these checks in this process already (preflight)
-    env = command_line.checked_env(cfg)
+    env = command_line.checked_env(_task_overrides())
     checked = env is not None
     if env is None:
         config.validate(cfg)  # types, ranges and what this host holds, before anything else
@@ -63,6 +63,13 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
             # a failed attempt to train a finished run further leaves its result as it was
             frameworks.restore_finished(framework, cfg, resumed)
         raise
+
+
+def _task_overrides() -> list[str]:
+    """The job's task overrides as Hydra parsed them (none outside a Hydra job)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
 
 
 def _multirun() -> bool:

@@ -12,8 +12,9 @@ benchmark's `check_inputs`). Each failure is one `T4BenchError` line.
 Hydra, OmegaConf and the standard library load at import (~0.3 s per composition); the
 benchmark's module only for the data check, once the config is known to be good.
 
-A single run's config that passed every check here is remembered with its `RunEnvironment`
-(`checked_env`): the runner of the same process skips its own pass over the same checks. A
+A single run's command line that passed every check here is remembered with its
+`RunEnvironment` (`checked_env`): the runner of the same process skips its own pass over the
+same checks for the config Hydra composed from the same task overrides. A
 --multirun's jobs differ from the two ends checked here, so the runner checks each of them.
 """
 
@@ -33,20 +34,15 @@ from t4bench.run_env import RunEnvironment
 
 MULTIRUN_FLAGS = ("--multirun", "-m")
 
-#: the task config (as YAML, interpolations unresolved) of the single run checked in this
-#: process, and the RunEnvironment the hardware check made for it
-_checked: tuple[str, RunEnvironment] | None = None
+#: the task overrides of the single run checked in this process (Hydra composes the same config
+#: from them: same conf/, same environment), and the RunEnvironment the hardware check made for it
+_checked: tuple[tuple[str, ...], RunEnvironment] | None = None
 
 
-def _task_yaml(cfg: DictConfig) -> str:
-    """`cfg` without Hydra's node, interpolations as written (`${now:...}` stays one string)."""
-    return OmegaConf.to_yaml(OmegaConf.masked_copy(cfg, [str(key) for key in cfg if key != "hydra"]))
-
-
-def checked_env(cfg: DictConfig) -> RunEnvironment | None:
-    """The RunEnvironment of `cfg` when `check` passed exactly this config in this process (the
-    app's config of a single run); None otherwise: then the caller checks it itself."""
-    if _checked is None or _checked[0] != _task_yaml(cfg):
+def checked_env(task_overrides: Sequence[str]) -> RunEnvironment | None:
+    """The RunEnvironment of the single run whose task overrides (`HydraConfig.overrides.task`)
+    `check` passed in this process; None otherwise: then the caller checks the config itself."""
+    if _checked is None or _checked[0] != tuple(task_overrides):
         return None
     return _checked[1]
 
@@ -172,7 +168,7 @@ def check(argv: Sequence[str]) -> None:
         if study_matrix.is_dry_run(cfg):
             return  # the app lists the experiment's runs: nothing is read or created
         study_matrix.check(cfg)  # a run outside its matrix, before the data it would need is looked for
-        _checked = (_task_yaml(cfg), _check_places(cfg))
+        _checked = (tuple(line for line in lines if not _is_hydra(line)), _check_places(cfg))
         return
     cfg = _compose(fixed, argv)
     _check_output(cfg, "hydra.sweep.dir")
