@@ -159,7 +159,28 @@ def test_non_numeric_id_names_file_and_line(tmp_path: Path) -> None:
     proc = run_cli(tmp_path, "max_epochs=1", env={"T4BENCH_DATA_DIR": str(data)})
     line = error_line(proc)
     assert f"{ratings}:4: item_id:token='abc' is not an integer id" in line
-    assert "RUNNING" not in run_statuses(tmp_path / "mlflow.db")
+    assert run_statuses(tmp_path / "mlflow.db") == ["FAILED"]
+    # the run made is named with its folder (its job log and MLPerf log), which stays
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert line.endswith(f" (MLflow run {run.info.run_id}, folder {tmp_path / 'outputs'})"), line
+    assert (tmp_path / "outputs" / "t4bench.log").is_file()
+
+
+def test_error_in_the_app_before_any_run_leaves_no_run_folder(tmp_path: Path) -> None:
+    """An error found after Hydra made the run folder but before an MLflow run exists (here the
+    checkpoint to resume from): the folder, holding only Hydra's record, is removed with the
+    parents it leaves empty; nothing else in the working directory is touched."""
+    (tmp_path / "outputs" / "ncf").mkdir(parents=True)
+    (tmp_path / "outputs" / "ncf" / "earlier.txt").write_text("a user's file")
+    proc = run_cli(tmp_path, "max_epochs=1", f"resume={tmp_path / 'absent.pt'}", "hydra.run.dir=outputs/ncf/r/1")
+    assert error_line(proc) == f"t4bench: error: resume={tmp_path / 'absent.pt'}: no such checkpoint file or folder"
+    assert sorted(p.relative_to(tmp_path / "outputs").as_posix() for p in (tmp_path / "outputs").rglob("*")) == [
+        "ncf",
+        "ncf/earlier.txt",
+    ]
 
 
 def test_header_only_ratings_refused_before_any_run(tmp_path: Path) -> None:

@@ -222,3 +222,24 @@ def test_pace_and_job_count() -> None:
     pace = Pace(4, already_done=1)
     assert pace.job_done("trial").startswith("[t4bench] sweep trial 2/4 done (")
     assert pace.job_done("trial", done=4).endswith("sweep done")
+
+
+@pytest.mark.parametrize(
+    ("module", "args", "expected"),
+    [
+        ("t4bench.sweep.holdout", ["--seeds"], "argument --seeds: expected one argument"),
+        ("t4bench.report", ["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        ("t4bench.runs", [], "the following arguments are required: command"),
+        ("t4bench.runs", ["repair", "--stale-intervals", "x"], "argument --stale-intervals: invalid int value: 'x'"),
+    ],
+)
+def test_argparse_errors_of_t4bench_commands_are_one_line(module: str, args: list[str], expected: str) -> None:
+    """A usage error of t4bench's own argparse commands: one line naming the command's --help, exit
+    2, no usage block (argparse's default) and no traceback."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2
+    prog = f"python -m {module}" + (" repair" if args[:1] == ["repair"] else "")
+    assert proc.stderr.splitlines() == [f"t4bench: error: {expected} (see {prog} --help)"]

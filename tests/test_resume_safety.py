@@ -80,6 +80,7 @@ def test_resume_of_a_finished_run(tmp_path: Path) -> None:
     line = one_line(t4bench(tmp_path, "max_epochs=2", "resume_finished=true", f"resume={newest}", base=other))
     assert "was written by a run with model.name=ncf" in line, line
     unchanged()
+    assert not (tmp_path / "outputs").exists()  # refused before a run: no Hydra run folder left either
     # a failed attempt on the finished run: its status and outcome stay
     failed = t4bench(
         tmp_path,

@@ -405,3 +405,39 @@ def test_two_workers_on_postgresql_finish_exactly_n_trials(postgres_url: str, tm
     assert all(t.user_attrs.get("t4bench_failed", "").startswith("surplus") for t in trials if t not in complete)
     assert all(t.intermediate_values for t in complete)  # the lead seeds reported epoch 1 to PostgreSQL
     assert not (sweep_dir / "optuna.journal").exists()
+
+
+def test_worker_killed_9_while_another_keeps_going(tracking_uri: str, tmp_path: Path) -> None:
+    """Two workers of one study (hydra.sweeper.n_jobs=2, journal storage): worker 1 is killed -9
+    in its trial; worker 0 fails that trial (its pid is dead), runs its parameters again and ends
+    the study with all n_trials complete, exit 0, saying which worker was lost."""
+    from mlflow.tracking import MlflowClient
+
+    sweep_dir = tmp_path / "sweep"
+    cmd = [sys.executable, "-m", "t4bench", "--multirun", *COMMON, "hydra.sweeper.n_trials=3"]
+    cmd += ["hydra.sweeper.n_jobs=2", "hydra/sweeper/pruner=none", f"hydra.sweep.dir={sweep_dir}"]
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, env=_env(tracking_uri), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    victim = None
+    deadline = time.time() + 300
+    while victim is None and time.time() < deadline and proc.poll() is None:
+        running = [t for t in _trials_so_far(sweep_dir) if t.state == TrialState.RUNNING]
+        victim = next((t for t in running if t.user_attrs.get("t4bench_pid") not in (None, proc.pid)), None)
+        time.sleep(0.5)
+    assert victim is not None, "worker 1 never ran a trial"
+    time.sleep(1)  # into its trial's training run
+    os.kill(int(victim.user_attrs["t4bench_pid"]), signal.SIGKILL)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-4000:]
+    assert f"sweep worker 1 (pid {victim.user_attrs['t4bench_pid']}) killed by SIGKILL" in out
+    trials = _study(sweep_dir).trials
+    assert [t.number for t in trials if t.state == TrialState.FAIL] == [victim.number]
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len(complete) == 3 and not [t for t in trials if t.state == TrialState.RUNNING]
+    (redo,) = [t for t in complete if t.user_attrs.get("t4bench_retry_of") == victim.number]
+    assert redo.params == victim.params and redo.user_attrs["t4bench_pid"] == proc.pid
+    runs = all_runs(MlflowClient(tracking_uri), "t4bench-ncf")
+    trial_runs = [r for r in runs if r.data.tags.get("t4bench.sweep_role") == "trial"]
+    assert {r.data.tags["t4bench.trial_number"]: r.info.status for r in trial_runs}[str(victim.number)] == "KILLED"
+    assert not [r for r in runs if r.info.status == "RUNNING"]  # the killed worker's seed run is closed too

@@ -3,7 +3,9 @@ after the preflight checks, so `--help`, `--cfg job` and bad input stay fast."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import sys
 import warnings
@@ -37,17 +39,47 @@ def rank_overrides(argv: Sequence[str], outer_rank: int) -> list[str]:
     return [*argv, *(override for key, override in QUIET_RANK_OVERRIDES.items() if key not in given)]
 
 
+def _only_hydras_record(folder: Path, job_name: str) -> bool:
+    """Whether `folder` holds nothing but what Hydra wrote when this job started (its `.hydra`
+    record, an empty job log): a folder this job made, not one a user pointed it at."""
+    log = folder / f"{job_name}.log"
+    entries = {path.name for path in folder.iterdir()} if folder.is_dir() else set()
+    return entries <= {".hydra", log.name} and (not log.exists() or log.stat().st_size == 0)
+
+
+def _after_error(folder: Path, made_here: bool, run_id: str) -> str:
+    """What becomes of the run folder when the run ends with one error line. An MLflow run was
+    made: the folder stays (its log and MLPerf log), and the line names both. None was: the
+    folder held only Hydra's record of a command that did nothing, so it is removed (with the
+    parents this left empty, up to the working directory) when this job made it."""
+    if run_id:
+        return f" (MLflow run {run_id}, folder {folder})"
+    cwd = Path(HydraConfig.get().runtime.cwd).resolve()
+    apart = cwd != folder.resolve() and folder.resolve() not in cwd.parents  # never the cwd (hydra.run.dir=.)
+    if made_here and apart and run_env.launched_rank() == 0:  # other ranks may share rank 0's folder
+        shutil.rmtree(folder, ignore_errors=True)
+        for parent in folder.resolve().parents:
+            if parent == cwd or cwd not in parent.parents:
+                break
+            with contextlib.suppress(OSError):  # not empty: something else lives there
+                parent.rmdir()
+    return ""
+
+
 @hydra.main(version_base="1.3", config_path="../../conf", config_name="config")
 def app(cfg: DictConfig) -> dict[str, Any]:
+    hydra_cfg = HydraConfig.get()
+    output_dir = Path(hydra_cfg.runtime.output_dir)
+    made_here = _only_hydras_record(output_dir, str(hydra_cfg.job.name))
     try:
         from t4bench.preflight.study_matrix import gate
         from t4bench.runner import run
 
         if gate(cfg):  # +experiment=study_r740: a dry run printed, or a run outside its matrix refused
             return {}
-        return run(cfg, Path(HydraConfig.get().runtime.output_dir))
+        return run(cfg, output_dir)
     except T4BenchError as err:
-        print(f"t4bench: error: {err}", file=sys.stderr)
+        print(f"t4bench: error: {err}{_after_error(output_dir, made_here, err.run_id)}", file=sys.stderr)
         sys.exit(2)
 
 

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from t4bench import frameworks, hardware, runs, seeding, telemetry
 from t4bench import mlflow_names as names
 from t4bench.benchmark import Benchmark, benchmark_class
-from t4bench.errors import RunTerminated
+from t4bench.errors import RunTerminated, T4BenchError
 from t4bench.frameworks import RankSession, RunServices, TrainResult
 from t4bench.mlperf import MLPerfLog, constants
 from t4bench.progress import ProgressReporter
@@ -192,6 +192,9 @@ def run_rank(cfg: DictConfig, env: RunEnvironment, output_dir: Path, run_id: str
         records.killed()
         if isinstance(stop, RunTerminated):
             stop.run_id = records.tracker.run_id or ""
+        raise
+    except T4BenchError as err:  # the one line names the run it ended (t4bench.__main__)
+        err.run_id = records.tracker.run_id or ""
         raise
     finally:
         records.close()

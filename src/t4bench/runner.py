@@ -19,7 +19,7 @@ from t4bench import emulation, frameworks, packing
 from t4bench import mlflow_names as names
 from t4bench.benchmark import benchmark_class
 from t4bench.errors import RunTerminated, T4BenchError
-from t4bench.preflight import config, hardware, storage
+from t4bench.preflight import command_line, config, hardware, storage
 from t4bench.run_env import RunEnvironment
 from t4bench.signals import sigterm_raises
 from t4bench.sweep import slurm
@@ -32,17 +32,21 @@ if TYPE_CHECKING:
 def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     """Check scale, hardware, backend and data before any run exists, then train here, or start
     `hw.count` ranks (one MLflow run, made here and handed to them)."""
-    config.validate(cfg)  # types, ranges and what this host holds, before anything else
-    env = hardware.check(cfg)  # no torch yet: hw=auto resolved, the launcher's ranks read
+    # a single run's command line passed these checks in this process already (preflight)
+    env = command_line.checked_env(_task_overrides())
+    checked = env is not None
+    if env is None:
+        config.validate(cfg)  # types, ranges and what this host holds, before anything else
+        env = hardware.check(cfg)  # no torch yet: hw=auto resolved, the launcher's ranks read
     emulation.apply(cfg, env.world_size)  # emulate.world_size=N: N ranks' global batch on this one
     packing.apply(cfg, _multirun())  # t4bench.gpu_share / t4bench.mps: how many runs share the GPU
     slurm.apply(cfg)  # t4bench.sweep_launcher, t4bench.slurm.job_id: which sweep launcher and Slurm job
-    if env.is_main:
+    if env.is_main and not checked:
         storage.tracking(str(cfg.tracking.uri))  # a dead server or damaged store: one line in seconds
     bench_cls = benchmark_class(cfg)
     framework = frameworks.framework_of(cfg, bench_cls)
     frameworks.preflight(framework, env)  # PyTorch: torch.distributed / horovod.torch, the ranks' backends
-    if not cfg.input.synthetic:
+    if not cfg.input.synthetic and not checked:
         bench_cls.check_inputs(cfg)
     # `tracking.run_id`: a run made by a launcher (mlflow run) to train into; `resume=`: the
     # checkpoint's run, RUNNING again (also when this process spawns the ranks)
@@ -59,6 +63,13 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
             # a failed attempt to train a finished run further leaves its result as it was
             frameworks.restore_finished(framework, cfg, resumed)
         raise
+
+
+def _task_overrides() -> list[str]:
+    """The job's task overrides as Hydra parsed them (none outside a Hydra job)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
 
 
 def _multirun() -> bool:
@@ -97,6 +108,9 @@ def _spawn_ranks(
         status = names.KILLED
         if isinstance(stop, RunTerminated):
             stop.run_id = run_id
+        raise
+    except T4BenchError as err:  # a rank's one line: it names the run (t4bench.__main__)
+        err.run_id = run_id
         raise
     finally:
         if status != names.FINISHED:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from t4bench import mlflow_names as names
-from t4bench.errors import T4BenchError
+from t4bench.errors import ArgumentParser, T4BenchError
 
 HEARTBEAT_TAG = names.HEARTBEAT
 INTERVAL_TAG = names.HEARTBEAT_INTERVAL_S
@@ -244,7 +244,7 @@ def _repair_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m t4bench.runs", description="MLflow runs left RUNNING")
+    parser = ArgumentParser(prog="python -m t4bench.runs", description="MLflow runs left RUNNING")
     commands = parser.add_subparsers(dest="command", required=True)
     fix = commands.add_parser("repair", help="mark RUNNING runs whose process is gone KILLED")
     fix.add_argument(

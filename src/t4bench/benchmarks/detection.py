@@ -3,6 +3,7 @@ synthetic batches. Subclasses only build their model."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -65,6 +66,9 @@ class CocoBenchmark(Benchmark):
 
     def dataset_train_size(self) -> int:
         return len(self.train_set)
+
+    def data_notes(self) -> Mapping[str, tuple[int, str]]:
+        return {} if self.synthetic else self.train_set.notes()
 
     def dataset_eval_size(self) -> int:
         return len(self.val_set)

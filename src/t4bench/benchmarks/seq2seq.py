@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 from omegaconf import DictConfig
@@ -51,6 +51,30 @@ class _BatchList(Dataset[TranslationBatch]):
         return collate([self.pairs[i] for i in self.batches[index]])
 
 
+class Dropped(NamedTuple):
+    """Training pairs left out of `pairs`: with an empty side, or too long."""
+
+    pairs: int = 0
+    empty: int = 0
+    long: int = 0
+
+
+def keep_pairs(
+    src: Sequence[list[int]], tgt: Sequence[list[int]], max_len: int
+) -> tuple[list[tuple[list[int], list[int]]], Dropped]:
+    """The (source, target) id pairs that train: both sides non-empty (an empty side is a sentence
+    without its translation) and at most `max_len` tokens each; and what was left out."""
+    kept, empty, long = [], 0, 0
+    for s, t in zip(src, tgt, strict=True):
+        if not s or not t:
+            empty += 1
+        elif len(s) > max_len or len(t) > max_len:
+            long += 1
+        else:
+            kept.append((s, t))
+    return kept, Dropped(len(src), empty, long)
+
+
 def _first(items: list[TranslationBatch]) -> TranslationBatch:
     return items[0]
 
@@ -85,6 +109,7 @@ class TranslationBenchmark(Benchmark):
         data = cfg.model.data
         self.tokenizer: Tokenizer | None = None
         self.train_pairs: list[tuple[list[int], list[int]]] = []
+        self.dropped = Dropped()
         if self.synthetic:
             self.vocab_size = int(cfg.model.arch.vocab_size)
             return
@@ -94,10 +119,9 @@ class TranslationBenchmark(Benchmark):
         max_len = int(data.max_len)
         # one line naming the file (and line) for unequal line counts, non-UTF-8 text, empty files
         train_src, train_tgt = checks.read_parallel(files["train.src"], files["train.tgt"])
-        src, tgt = self.tokenizer.encode(train_src), self.tokenizer.encode(train_tgt)
-        self.train_pairs = [
-            (s, t) for s, t in zip(src, tgt, strict=True) if 0 < len(s) <= max_len and len(t) <= max_len
-        ]
+        self.train_pairs, self.dropped = keep_pairs(
+            self.tokenizer.encode(train_src), self.tokenizer.encode(train_tgt), max_len
+        )
         self._lengths = [max(len(s), len(t)) for s, t in self.train_pairs]
         limit = data.get("eval_max_sentences")
         self.test_src, self.test_ref = checks.read_parallel(files["test.src"], files["test.tgt"], limit)
@@ -119,6 +143,22 @@ class TranslationBenchmark(Benchmark):
 
     def dataset_train_size(self) -> int:
         return len(self.train_pairs)
+
+    def data_notes(self) -> Mapping[str, tuple[int, str]]:
+        dropped, notes = self.dropped, {}
+        if dropped.empty:
+            notes["dropped_empty_pairs"] = (
+                dropped.empty,
+                f"dropped {dropped.empty} of {dropped.pairs} training pairs with an empty side "
+                "(a sentence without its translation)",
+            )
+        if dropped.long:
+            notes["dropped_long_pairs"] = (
+                dropped.long,
+                f"dropped {dropped.long} of {dropped.pairs} training pairs longer than "
+                f"model.data.max_len={int(self.model_cfg.data.max_len)} subword tokens on a side",
+            )
+        return notes
 
     def dataset_eval_size(self) -> int:
         return len(self.test_src)

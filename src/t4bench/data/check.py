@@ -10,7 +10,6 @@ per split, the tokenizer); a damaged record deep inside a file still surfaces on
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Callable
@@ -18,7 +17,7 @@ from pathlib import Path
 
 from t4bench.data import coco, movielens, wmt
 from t4bench.data.checks import DataError, open_rgb
-from t4bench.errors import DatasetMissingError, T4BenchError
+from t4bench.errors import ArgumentParser, DatasetMissingError, T4BenchError
 
 _IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png")
 
@@ -87,7 +86,7 @@ def default_dir(name: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = ArgumentParser(prog="python -m t4bench.data.check", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("name", choices=sorted(CHECKS), metavar="NAME", help=", ".join(CHECKS))
     parser.add_argument("directory", nargs="?", type=Path, help="default: where scale=reference reads it")
     args = parser.parse_args(argv)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +27,6 @@ from torchvision.transforms.functional import pil_to_tensor
 
 from t4bench.data.checks import DataError, open_rgb
 from t4bench.errors import DatasetMissingError
-
-log = logging.getLogger(__name__)
 
 #: COCOeval iouType for each metric name a benchmark may put in its target
 IOU_TYPES = {"box_map": "bbox", "mask_map": "segm"}
@@ -129,6 +127,18 @@ def is_degenerate(bbox: Sequence[float]) -> bool:
     return not (bbox[2] >= 1 and bbox[3] >= 1)
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """What a training set left out: crowd and degenerate boxes of all `boxes`, and images left
+    without a box of all `images` (zero when nothing is skipped, e.g. a validation set)."""
+
+    boxes: int = 0
+    crowd: int = 0
+    degenerate: int = 0
+    images: int = 0
+    empty_images: int = 0
+
+
 class CocoDetection(Dataset):
     """(image float [3, H, W] in [0, 1], target) pairs in torchvision's detection convention.
 
@@ -155,9 +165,10 @@ class CocoDetection(Dataset):
         self.cat_ids = sorted(self.coco.getCatIds())
         self.label_of = {cat: i + 1 for i, cat in enumerate(self.cat_ids)}
         ids = sorted(self.coco.getImgIds())
+        self.skipped = Skipped()
         if skip_empty:
             kept = [i for i in ids if self._annotations(i)]
-            self._report_skipped(Path(annotations), len(ids) - len(kept))
+            self._count_skipped(len(ids) - len(kept), len(ids))
             ids = kept
         self.ids = ids[:limit] if limit else ids
         if not self.ids:
@@ -172,23 +183,35 @@ class CocoDetection(Dataset):
                 f"{self.images}: {len(missing)} image file(s) named in {annotations} are missing, e.g. {missing[0]}"
             )
 
-    def _report_skipped(self, annotations: Path, images_dropped: int) -> None:
+    def _count_skipped(self, images_dropped: int, images: int) -> None:
         """Training skips crowd and degenerate boxes, and images left without a box, as the MLPerf
-        Mask R-CNN reference does (crowd regions, boxes under a pixel); say how many, so damaged
-        data does not pass silently."""
+        Mask R-CNN reference does (crowd regions, boxes under a pixel); counted, so that damaged
+        data does not pass silently (`notes`)."""
         anns = self.coco.dataset["annotations"]
-        crowd = sum(1 for a in anns if a.get("iscrowd", 0))
-        degenerate = sum(1 for a in anns if not a.get("iscrowd", 0) and is_degenerate(a["bbox"]))
-        if crowd or degenerate:
-            log.warning(
-                "%s: skipped %d crowd and %d degenerate (width or height under 1 px) boxes of %d, "
-                "and %d images left without a box",
-                annotations,
-                crowd,
-                degenerate,
-                len(anns),
-                images_dropped,
+        self.skipped = Skipped(
+            boxes=len(anns),
+            crowd=sum(1 for a in anns if a.get("iscrowd", 0)),
+            degenerate=sum(1 for a in anns if not a.get("iscrowd", 0) and is_degenerate(a["bbox"])),
+            images=images,
+            empty_images=images_dropped,
+        )
+
+    def notes(self) -> dict[str, tuple[int, str]]:
+        """What training left out, name -> (count, one line) for `Benchmark.data_notes`."""
+        skipped, notes = self.skipped, {}
+        dropped = skipped.crowd + skipped.degenerate
+        if dropped:
+            notes["dropped_boxes"] = (
+                dropped,
+                f"dropped {dropped} of {skipped.boxes} training boxes ({skipped.crowd} crowd, "
+                f"{skipped.degenerate} under 1 px wide or high), as the MLPerf reference does",
             )
+        if skipped.empty_images:
+            notes["dropped_images"] = (
+                skipped.empty_images,
+                f"dropped {skipped.empty_images} of {skipped.images} training images: no usable box left",
+            )
+        return notes
 
     @property
     def num_classes(self) -> int:

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from t4bench.errors import T4BenchError
+from t4bench.errors import ArgumentParser, T4BenchError
 
 DATASETS: dict[str, str] = {
     "movielens-100k": "t4bench.data.movielens",
@@ -32,7 +32,7 @@ FROM_DOWNLOADS = ("wmt16", "wmt17")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = ArgumentParser(prog="python -m t4bench.data.prepare", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("names", nargs="*", metavar="NAME", help=f"default: all of {', '.join(DATASETS)}")
     parser.add_argument(
         "--data-root",
@@ -92,6 +92,10 @@ def _from_downloads(parser: argparse.ArgumentParser, args: argparse.Namespace, n
         print(f"t4bench: error: prepare {name}: {err.strerror or err}: {err.filename or out}", file=sys.stderr)
         return 1
     print(f"prepared {name} in {out}: {manifest['train_pairs']} training pairs, {manifest['test_pairs']} test pairs")
+    dropped = int(str(manifest["dropped_pairs"]))
+    if dropped:  # said, not only written to the manifest: damaged downloads do not pass silently
+        total = dropped + int(str(manifest["train_pairs"]))
+        print(f"data: dropped {dropped} of {total} training pairs with an empty side or over {wmt.MAX_WORDS} words")
     return 0
 
 

@@ -11,6 +11,11 @@ benchmark's `check_inputs`). Each failure is one `T4BenchError` line.
 
 Hydra, OmegaConf and the standard library load at import (~0.3 s per composition); the
 benchmark's module only for the data check, once the config is known to be good.
+
+A single run's command line that passed every check here is remembered with its
+`RunEnvironment` (`checked_env`): the runner of the same process skips its own pass over the
+same checks for the config Hydra composed from the same task overrides. A
+--multirun's jobs differ from the two ends checked here, so the runner checks each of them.
 """
 
 from __future__ import annotations
@@ -25,8 +30,21 @@ from t4bench.errors import T4BenchError
 from t4bench.preflight import config as validation
 from t4bench.preflight import hardware, overrides, study_matrix
 from t4bench.preflight import storage as probe
+from t4bench.run_env import RunEnvironment
 
 MULTIRUN_FLAGS = ("--multirun", "-m")
+
+#: the task overrides of the single run checked in this process (Hydra composes the same config
+#: from them: same conf/, same environment), and the RunEnvironment the hardware check made for it
+_checked: tuple[tuple[str, ...], RunEnvironment] | None = None
+
+
+def checked_env(task_overrides: Sequence[str]) -> RunEnvironment | None:
+    """The RunEnvironment of the single run whose task overrides (`HydraConfig.overrides.task`)
+    `check` passed in this process; None otherwise: then the caller checks the config itself."""
+    if _checked is None or _checked[0] != tuple(task_overrides):
+        return None
+    return _checked[1]
 
 
 def _parse(lines: Sequence[str]) -> list[Any]:
@@ -83,15 +101,15 @@ def _check_values(cfg: DictConfig) -> None:
     hardware.check_scale(cfg)
 
 
-def _check_places(cfg: DictConfig) -> None:
+def _check_places(cfg: DictConfig) -> RunEnvironment:
     """The hardware, the tracking store and the data files' structure, resolved as the job will resolve them
     (Hydra's node set, so `${hydra:runtime.cwd}` is this directory). The benchmark's module (and
-    torch) load here instead of later in the same process."""
+    torch) load here instead of later in the same process. Returns the run environment."""
     from hydra.core.hydra_config import HydraConfig
 
     HydraConfig.instance().set_config(cfg)
     try:
-        hardware.check(cfg)  # the hardware asked for is here (hw=h200 on a CPU host: one line)
+        env = hardware.check(cfg)  # the hardware asked for is here (hw=h200 on a CPU host: one line)
         probe.tracking(str(cfg.tracking.uri))  # a dead server or damaged store: one line in seconds
         if not bool(OmegaConf.select(cfg, "input.synthetic", default=False)):
             from t4bench.benchmark import benchmark_class
@@ -99,6 +117,7 @@ def _check_places(cfg: DictConfig) -> None:
             benchmark_class(cfg).check_inputs(cfg)
     finally:
         HydraConfig.instance().cfg = None  # Hydra sets the job's own when it starts it
+    return env
 
 
 def _searched(cfg: DictConfig, argv_overrides: Sequence[Any]) -> tuple[list[str], list[Any]]:
@@ -128,6 +147,8 @@ def _check_output(cfg: DictConfig, option: str) -> None:
 
 def check(argv: Sequence[str]) -> None:
     """Raise one `T4BenchError` line for anything wrong on the command line `argv`."""
+    global _checked
+    _checked = None  # remembered only for the command line checked last, and only when it passes
     if any(arg.startswith("-") and arg not in MULTIRUN_FLAGS for arg in argv):
         return  # --cfg, --help, --info, --config-name ...: printing, or a config Hydra loads itself
     multirun = any(arg in MULTIRUN_FLAGS for arg in argv)
@@ -147,7 +168,7 @@ def check(argv: Sequence[str]) -> None:
         if study_matrix.is_dry_run(cfg):
             return  # the app lists the experiment's runs: nothing is read or created
         study_matrix.check(cfg)  # a run outside its matrix, before the data it would need is looked for
-        _check_places(cfg)
+        _checked = (tuple(line for line in lines if not _is_hydra(line)), _check_places(cfg))
         return
     cfg = _compose(fixed, argv)
     _check_output(cfg, "hydra.sweep.dir")

@@ -17,9 +17,10 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 from t4bench import mlflow_names as names
+from t4bench.errors import ArgumentParser
 from t4bench.report.errors import ReportError
 
 if TYPE_CHECKING:
@@ -30,12 +31,6 @@ if TYPE_CHECKING:
 PROG = "python -m t4bench.report"
 #: the command name in usage and error lines (`t4bench report` when the console script runs it)
 _prog = PROG
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, as every t4bench command
-        print(f"t4bench: error: {message} (see {self.prog} --help)", file=sys.stderr)
-        sys.exit(2)
 
 
 def default_tracking_uri() -> str:
@@ -59,7 +54,7 @@ def _filter_args(parser: argparse.ArgumentParser) -> None:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=_prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog=_prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     _filter_args(parser)
     parser.add_argument("--out", type=Path, default=Path("report"), help="output folder (default: report/)")
     parser.add_argument("--baseline", default="t4", help="hw the speed-up table compares against (default: t4)")
@@ -78,7 +73,7 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def export_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = ArgumentParser(
         prog=f"{_prog} export",
         description="Lay runs' MLPerf logs out as "
         "results/<system>/<benchmark>/result_N.txt (the layout mlperf_logging's package checker "

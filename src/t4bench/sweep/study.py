@@ -223,12 +223,12 @@ class OptunaStudyRunner:
         with sigterm_raises():
             try:
                 workers.spawn()
-                while self._may_start() and (trial := self.queue.next_trial()) is not None:
-                    runner.run(trial)
-                    print(pace.job_done("trial", done=self._finished()), flush=True)
-                    if self.runs is not None:
-                        self.runs.update_parent(self.summary(), done=False, out_dir=None)
-                workers.wait()
+                self._run_trials(runner, pace)
+                lost = workers.wait()
+                for line in lost:
+                    log.warning("%s", line)
+                if lost:  # their trials in flight (RUNNING, pid dead) are failed, queued again and run here
+                    self._run_trials(runner, pace)
             except BaseException as err:
                 workers.stop()
                 if self.runs is not None and not isinstance(err, Exception):
@@ -236,11 +236,21 @@ class OptunaStudyRunner:
                 raise
         summary = self.summary()
         if self.runs is not None:
-            n = summary["counts"]
-            done = n["COMPLETE"] + n["PRUNED"] >= self.n_trials and n["RUNNING"] == 0
-            self.runs.update_parent(summary, done=done, out_dir=self.sweep_dir)
+            self.runs.update_parent(summary, done=self._complete(), out_dir=self.sweep_dir)
         self._print(summary)
         return summary
+
+    def _run_trials(self, runner: TrialRunner, pace: Pace) -> None:
+        """Claim and run trials until the study has its n_trials (over all workers) or time is up."""
+        while self._may_start() and (trial := self.queue.next_trial()) is not None:
+            runner.run(trial)
+            print(pace.job_done("trial", done=self._finished()), flush=True)
+            if self.runs is not None:
+                self.runs.update_parent(self.summary(), done=False, out_dir=None)
+
+    def _complete(self) -> bool:
+        n = counts(self.study)
+        return n["COMPLETE"] + n["PRUNED"] >= self.n_trials and n["RUNNING"] == 0
 
     def _may_start(self) -> bool:
         """Whether this worker may claim another trial: always, unless `timeout` seconds have passed

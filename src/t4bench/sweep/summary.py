@@ -17,7 +17,6 @@ prints the same summary for any sweep id afterwards.
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import json
 import math
@@ -31,7 +30,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from t4bench import mlflow_names as names
-from t4bench.errors import T4BenchError
+from t4bench.errors import ArgumentParser, T4BenchError
 from t4bench.sweep import stats
 
 ENV_SWEEP_ID = "T4BENCH_SWEEP_ID"
@@ -201,7 +200,7 @@ class SweepSummaryCallback(Callback):
 def main(argv: Sequence[str] | None = None) -> int:
     from t4bench.sweep import mlflow_runs
 
-    parser = argparse.ArgumentParser(prog="python -m t4bench.sweep.summary", description=__doc__.split("\n")[0])
+    parser = ArgumentParser(prog="python -m t4bench.sweep.summary", description=__doc__.split("\n")[0])
     parser.add_argument("--sweep-id", required=True)
     parser.add_argument("--experiment", default="t4bench-ncf")
     parser.add_argument(

@@ -7,6 +7,7 @@ CUDA_VISIBLE_DEVICES narrowed to that one, so each GPU gets n_jobs / gpus worker
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -43,10 +44,19 @@ class Workers:
         if gpu_of:  # this process runs its trials in-process: narrowed last, before CUDA starts here
             os.environ["CUDA_VISIBLE_DEVICES"] = gpu_of[0]
 
-    def wait(self) -> None:
-        codes = [child.wait() for child in self.children]
-        if any(codes):
-            raise RuntimeError(f"sweep worker processes exited with {codes}; see {self.sweep_dir}/worker-*.log")
+    def wait(self) -> list[str]:
+        """Wait for the other workers; one line for each that did not end well (killed, failed).
+        A worker's trial in flight is left RUNNING when it dies: the next `TrialQueue.next_trial`
+        of any worker fails it (its pid is dead) and queues its parameters again."""
+        lost = []
+        for index, child in enumerate(self.children, 1):
+            code = child.wait()
+            if code:
+                how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
+                with contextlib.suppress(ValueError):  # a signal Python has no name for
+                    how = f"killed by {signal.Signals(-code).name}" if code < 0 else how
+                lost.append(f"sweep worker {index} (pid {child.pid}) {how}; log {self.sweep_dir}/worker-{index}.log")
+        return lost
 
     def stop(self) -> None:
         """SIGTERM: each worker fails and re-enqueues its trial in flight, as this one does."""

@@ -20,12 +20,13 @@ lines. Written to <sweep-dir>/validation.{md,csv,json} and logged on the validat
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from t4bench.errors import ArgumentParser
 
 PROG = "python -m t4bench.sweep.holdout"
 
@@ -93,7 +94,7 @@ def command(storage: str, study_name: str | None, seeds: Sequence[int], extra: S
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
+    parser = ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
     parser.add_argument("--sweep-dir", type=Path, help="the sweep's hydra.sweep.dir (storage: <dir>/optuna.journal)")
     parser.add_argument("--storage", help="the study's storage (journal path or SQLAlchemy URL) instead of --sweep-dir")
     parser.add_argument("--study", help="study name (default: the only study in the storage)")
@@ -110,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise ValidationError(f"no study journal at {args.storage}")
         cmd = command(args.storage, args.study, parse_seeds(args.seeds), args.overrides)
     except ValidationError as err:
-        print(f"{PROG}: error: {err}", file=sys.stderr)
+        print(f"t4bench: error: {err}", file=sys.stderr)
         return 2
     print(" ".join(cmd), flush=True)
     if args.dry_run:
