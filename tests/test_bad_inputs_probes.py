@@ -157,6 +157,7 @@ def test_tensorflow_schedule_is_its_own(compose_cfg, scale: str) -> None:  # typ
             "scale.target_version=v9: must be one of v0_5, v0_6",
         ),
         (["model.optimizer.lr=inf"], "model.optimizer.lr=inf: must be a finite number > 0"),
+        (["model.arch.init_std=0"], "model.arch.init_std=0: must be a finite number > 0"),
         (["input=synthetic", "input.steps=0"], "input.steps=0: must be an integer >= 1"),
     ],
 )

@@ -27,7 +27,9 @@ TOP_K = 10
 
 
 class NeuMF(nn.Module):
-    def __init__(self, num_users: int, num_items: int, gmf_factors: int, mlp_layers: list[int]) -> None:
+    def __init__(
+        self, num_users: int, num_items: int, gmf_factors: int, mlp_layers: list[int], init_std: float = 0.01
+    ) -> None:
         super().__init__()
         half = mlp_layers[0] // 2
         self.gmf_user = nn.Embedding(num_users, gmf_factors)
@@ -40,7 +42,8 @@ class NeuMF(nn.Module):
         self.mlp = nn.Sequential(*layers)
         self.head = nn.Linear(gmf_factors + mlp_layers[-1], 1)
         for embedding in (self.gmf_user, self.gmf_item, self.mlp_user, self.mlp_item):
-            nn.init.normal_(embedding.weight, std=0.01)
+            # init_std: the embeddings' starting scale, a knob on how far apart seeds start
+            nn.init.normal_(embedding.weight, std=init_std)
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 nn.init.xavier_uniform_(module.weight)
@@ -90,7 +93,13 @@ class NCFBenchmark(Benchmark):
 
     def build_model(self) -> nn.Module:
         arch = self.cfg.model.arch
-        return NeuMF(self.num_users, self.num_items, int(arch.gmf_factors), list(arch.mlp_layers))
+        return NeuMF(
+            self.num_users,
+            self.num_items,
+            int(arch.gmf_factors),
+            list(arch.mlp_layers),
+            init_std=float(arch.get("init_std", 0.01)),
+        )
 
     def _epoch_samples(self, epoch: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Positives + fresh negatives; identical on every rank (seeded by seed and epoch) so the

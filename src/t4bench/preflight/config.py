@@ -171,6 +171,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("model.schedule.decay_factor", Number(low=0, high=1, low_open=True)),
     ("model.schedule.ref_batch_size", POSITIVE_INT),
     ("model.data.train_negatives", NON_NEGATIVE_INT),
+    ("model.arch.init_std", POSITIVE),
     ("model.data.eval_negatives", POSITIVE_INT),
     ("model.data.hflip", PROBABILITY),
     ("model.data.val_limit", Number(integer=True, low=1, nullable=True)),
