@@ -114,6 +114,52 @@ LAUNCHED = "t4bench.launched"
 REPORT = "t4bench.report"
 REPORT_FILTER = "t4bench.report.filter"
 
+# --- which tags stay on the run ---------------------------------------------------------------
+#: the prefix of every t4bench tag
+NAMESPACE = "t4bench."
+#: the t4bench tags kept on the run: what a person compares, filters or groups on in the runs
+#: table, and what searches (sweeps, reports) filter on. Every other t4bench tag is written to
+#: the run's RUN_TAGS_FILE artifact (read back with t4bench.tracking.run_tags), so a run carries
+#: at most 20 tags with MLflow's own (name, parent, commit): 10 on every training run, 3 more in a
+#: sweep, 4 that only some runs have. MLflow's own tags and a user's own (tracking.tags outside
+#: t4bench.) always stay. A tag written straight to the run (the heartbeat's liveness tags, which
+#: `t4bench runs repair` reads on RUNNING runs) moves to the file when the run ends.
+RUN_TAGS = frozenset(
+    {
+        # every training run
+        MODEL,
+        HW,
+        HW_COUNT,
+        SCALE,
+        DATA,
+        FRAMEWORK,
+        SEED,
+        OUTCOME,
+        GPU_SHARE,
+        THROUGHPUT_UNIT,
+        # sweeps: their runs, trials, parents and held-out validations
+        SWEEP_ID,
+        TRIAL_NUMBER,
+        OPTUNA_STUDY,
+        SWEEP_ROLE,
+        SWEEP_KIND,
+        OPTUNA_STATE,
+        BEST_TRIAL,
+        VALIDATION_SET,
+        GOAL,
+        REPORT,
+        REPORT_FILTER,
+        LAUNCHED,
+        # only some runs
+        OUTCOME_NOTE,
+        RESUMED_FROM_EPOCH,
+        REPAIRED,
+        SLURM_JOB_ID,
+    }
+)
+#: run names fit the runs table's Run Name column at its default width (about 24 characters)
+RUN_NAME_MAX = 24
+
 # --- tags MLflow itself defines ---------------------------------------------------------------
 MLFLOW_PARENT_RUN_ID = "mlflow.parentRunId"
 MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"
@@ -166,6 +212,8 @@ TELEMETRY_SERIES_PREFIX = "system/gpu_"
 # --- artifacts --------------------------------------------------------------------------------
 RESOLVED_CONFIG_FILE = "resolved_config.yaml"
 MLPERF_LOG_FILE = "mlperf.log"
+#: the run's t4bench tags that are not kept on the run (RUN_TAGS), as one JSON object
+RUN_TAGS_FILE = "run_tags.json"
 
 # --- MLflow run statuses (RunStatus names) ----------------------------------------------------
 RUNNING = "RUNNING"

@@ -99,7 +99,7 @@ class OptunaSweepRuns:
         if known_parent:
             return
         for run in mlflow_runs.find_runs(self.mlflow, self.exp_id, self.sweep_id, "parent"):
-            mlflow_runs.check_identity(run, self.sweep_id, self.identity)
+            mlflow_runs.check_identity(self.mlflow, run, self.sweep_id, self.identity)
 
     def study_tags(self) -> dict[str, str]:
         return {
@@ -240,6 +240,8 @@ class OptunaSweepRuns:
         without one is trained from scratch; its old run stays KILLED/FAILED, marked."""
         if retry_of is None:
             return {}
+        from t4bench.tracking import run_tags
+
         try:
             old = study.trials[int(retry_of)]
             trial_run = old.user_attrs.get(TRIAL_RUN_ATTR)
@@ -251,7 +253,7 @@ class OptunaSweepRuns:
                 seed = run.data.params.get("seed")
                 if run.info.status == names.FINISHED or seed is None:
                     continue
-                if names.CHECKPOINT_DIR in run.data.tags:
+                if names.CHECKPOINT_DIR in run_tags(self.mlflow, run):
                     found[int(seed)] = str(run.info.run_id)
                 else:
                     mlflow_runs.set_tags(self.mlflow, run.info.run_id, {names.REDONE_FROM_SCRATCH: "true"})
