@@ -22,7 +22,7 @@ from conftest import run_cli
 from mlflow.tracking import MlflowClient
 
 from t4bench import experiments, system_metrics
-from t4bench.tracking import RunTracker
+from t4bench.tracking import RunTracker, run_tags
 
 EXPERIMENT = "t4bench-ncf"
 SEEDS = (1, 2)
@@ -115,7 +115,8 @@ def test_training_runs_log_system_metrics(server: str) -> None:
     client = MlflowClient(server)
     _, training, parent = _runs(client)
     for run in training:
-        assert run.data.tags[system_metrics.TAG].startswith("on: MLflow SystemMetricsMonitor"), run.data.tags
+        tags = run_tags(client, run)
+        assert tags[system_metrics.TAG].startswith("on: MLflow SystemMetricsMonitor"), tags
         cpu = client.get_metric_history(run.info.run_id, "system/cpu_utilization_percentage")
         assert len(cpu) >= 2, cpu
         assert "system/system_memory_usage_megabytes" in run.data.metrics

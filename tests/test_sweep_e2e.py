@@ -18,6 +18,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from t4bench.tracking import run_tags
 from tests.conftest import DATA_ROOT, all_runs
 from tests.test_sweep_units import postgres_url  # noqa: F401  (fixture: a throwaway PostgreSQL server)
 
@@ -250,9 +251,8 @@ def test_mlflow_layout_parent_trials_seeds_best(two_worker_sweep: tuple[Path, st
     assert parent.info.status == "FINISHED"
     assert parent.data.metrics["best_value"] == pytest.approx(best.value)
     assert parent.data.tags["t4bench.best_trial"] == str(best.number)
-    assert float(parent.data.tags["t4bench.best.model.optimizer.lr"]) == pytest.approx(
-        best.params["model.optimizer.lr"]
-    )
+    best_lr = run_tags(MlflowClient(uri), parent)["t4bench.best.model.optimizer.lr"]  # in its tag file
+    assert float(best_lr) == pytest.approx(best.params["model.optimizer.lr"])
     # readable names, the sweep's fixed params (not the searched one) and the config's tags
     assert parent.info.run_name.startswith("sweep-ncf-optuna-")
     assert sorted(r.info.run_name for r in trials) == ["trial-000", "trial-001", "trial-002"]

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import DATA_ROOT, all_runs, only_run
 
+from t4bench.tracking import run_tags
+
 VISION = ("resnet50", "ssd", "maskrcnn")
 #: the README's MLflow contract
 CONTRACT_TAGS = (
@@ -71,7 +73,7 @@ def test_mini_converges_with_the_full_contract(model, run_t4bench, mlflow_client
     run = only_run(mlflow_client, f"t4bench-{model}")
     assert run.info.status == "FINISHED"
     assert run.info.run_name == f"{model}-mini-cpux1-seed1"
-    tags = run.data.tags
+    tags = run_tags(mlflow_client, run)
     for tag in CONTRACT_TAGS:
         assert tag in tags, tag
     assert tags["t4bench.outcome"] == "converged", proc.stdout[-2000:]
