@@ -72,7 +72,8 @@ def test_mini_converges_with_the_full_contract(model, run_t4bench, mlflow_client
     proc = run_t4bench(f"model={model}", "hw=cpu", "seed=1", "progress=plain")
     run = only_run(mlflow_client, f"t4bench-{model}")
     assert run.info.status == "FINISHED"
-    assert run.info.run_name == f"{model}-mini-cpux1-seed1"
+    # the model is left out of a name too long for the Run Name column (the experiment names it)
+    assert run.info.run_name == {"ssd": "ssd-mini-cpux1-seed1"}.get(model, "mini-cpux1-seed1")
     tags = run_tags(mlflow_client, run)
     for tag in CONTRACT_TAGS:
         assert tag in tags, tag

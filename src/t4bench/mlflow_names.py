@@ -2,10 +2,13 @@
 sweeps and the UI read. One place, so a rename is one edit and a typo is a NameError, not a
 silently missing column.
 
-Values are plain strings (MLflow's own types); nothing here imports MLflow.
+Values are plain strings (MLflow's own types); nothing here imports MLflow. `fit_run_name`
+shortens a run name to the runs table's Run Name column.
 """
 
 from __future__ import annotations
+
+import hashlib
 
 # --- tags: what was run ---------------------------------------------------------------------
 MODEL = "t4bench.model"
@@ -159,6 +162,15 @@ RUN_TAGS = frozenset(
 )
 #: run names fit the runs table's Run Name column at its default width (about 24 characters)
 RUN_NAME_MAX = 24
+
+
+def fit_run_name(name: str, limit: int = RUN_NAME_MAX) -> str:
+    """`name`, or when longer than `limit` its head, `~` and 6 hex digits of the whole name's hash
+    (names that differ stay apart; the run's tags keep the long identity)."""
+    if len(name) <= limit:
+        return name
+    return f"{name[: limit - 7]}~{hashlib.sha1(name.encode()).hexdigest()[:6]}"
+
 
 # --- tags MLflow itself defines ---------------------------------------------------------------
 MLFLOW_PARENT_RUN_ID = "mlflow.parentRunId"

@@ -17,7 +17,6 @@ Experiments are made classic-ML (not GenAI) with a description (`t4bench.experim
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.metadata
 import json
 import logging
@@ -114,7 +113,7 @@ def default_run_name(cfg: DictConfig, env: RunEnvironment) -> str:
     that is too long for the runs table's Run Name column."""
     rest = f"{cfg.scale.name}-{env.hw.name}x{env.world_size}-seed{cfg.seed}"
     full = f"{cfg.model.name}-{rest}"
-    return full if len(full) <= names.RUN_NAME_MAX else fit_name(rest)
+    return full if len(full) <= names.RUN_NAME_MAX else names.fit_run_name(rest)
 
 
 def _artifact_location(tracking_uri: str, experiment: str) -> str | None:
@@ -196,14 +195,6 @@ def create_run(client: MlflowClient, experiment_id: str, run_name: str, tags: Ma
     if moved:
         store_tags(client, run_id, moved)
     return run_id
-
-
-def fit_name(name: str, limit: int = names.RUN_NAME_MAX) -> str:
-    """`name`, or when longer than `limit` its head and a 6-digit hash of the whole (still unique)."""
-    if len(name) <= limit:
-        return name
-    digest = hashlib.sha1(name.encode()).hexdigest()[:6]
-    return f"{name[: limit - 7]}~{digest}"
 
 
 class RunTracker:
