@@ -169,7 +169,8 @@ def fit_run_name(name: str, limit: int = RUN_NAME_MAX) -> str:
     (names that differ stay apart; the run's tags keep the long identity)."""
     if len(name) <= limit:
         return name
-    return f"{name[: limit - 7]}~{hashlib.sha1(name.encode()).hexdigest()[:6]}"
+    head = name[: limit - 7].rstrip("-_.")  # no dangling separator before the hash
+    return f"{head}~{hashlib.sha1(name.encode()).hexdigest()[:6]}"
 
 
 # --- tags MLflow itself defines ---------------------------------------------------------------
