@@ -94,7 +94,7 @@ def test_synthetic_reference_size_with_xla_and_bf16(run_t4bench, mlflow_client, 
     )
     run = only_run(mlflow_client, EXPERIMENT)
     assert run.data.tags["t4bench.outcome"] == "throughput_only" and run.data.tags["t4bench.scale"] == "reference"
-    assert run.data.tags["t4bench.precision"] == "bf16" and run.data.params["tensorflow.xla"] == "True"
+    assert run_tags(mlflow_client, run)["t4bench.precision"] == "bf16" and run.data.params["tensorflow.xla"] == "True"
     assert run.data.metrics["avg_throughput"] > 0 and run.data.metrics["train_loss"] > 0
     log = _mllog(tmp_path / "run" / "mlperf.log")
     assert [e["metadata"]["status"] for e in log if e["key"] == "run_stop"] == ["aborted"]
