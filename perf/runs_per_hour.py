@@ -92,6 +92,8 @@ def run_rows(work: Path, model: str) -> list[dict[str, Any]]:
     """One dict per finished seed run of the sweep's store."""
     from mlflow.tracking import MlflowClient
 
+    from t4bench.tracking import run_tags
+
     client = MlflowClient(f"sqlite:///{work / 'mlflow.db'}")
     experiment = client.get_experiment_by_name(f"t4bench-{model}")
     rows = []
@@ -108,7 +110,7 @@ def run_rows(work: Path, model: str) -> list[dict[str, Any]]:
                 "time_to_train_s": metrics.get("time_to_train_s", float("nan")),
                 "peak_gpu_memory_gib": metrics.get("peak_gpu_memory_gib"),
                 "gpu_share": tags.get("t4bench.gpu_share", ""),
-                "mps": tags.get("t4bench.mps", ""),
+                "mps": run_tags(client, run).get("t4bench.mps", ""),  # in the run's run_tags.json
             }
         )
     return sorted(rows, key=lambda r: r["seed"])

@@ -174,7 +174,9 @@ class Checks:
 
     def telemetry_plausible(self, check: str, run: Any) -> None:
         """Summary metrics, per-GPU series and inventory tags of one telemetry-on run."""
-        tags, metrics = run.data.tags, run.data.metrics
+        from t4bench.tracking import run_tags
+
+        tags, metrics = run_tags(self.client, run), run.data.metrics  # telemetry and inventory: its tag file
         if not tags.get("t4bench.telemetry", "").startswith("on"):
             on_gpu = bool(self.found.gpus)
             self.add(f"{check}: telemetry", False if on_gpu else None, tags.get("t4bench.telemetry", "no tag"))

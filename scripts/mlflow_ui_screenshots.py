@@ -4,8 +4,9 @@
     mlflow server --backend-store-uri sqlite:///mlflow.db --port 5077 &
     python scripts/mlflow_ui_screenshots.py --url http://127.0.0.1:5077 --experiment t4bench-ncf
 
-Writes the experiment's runs page (the sweep's parent run expanded) and one training run's System
-metrics tab. `?workflowType=machine_learning` opens MLflow 3's "Model training" side of the UI
+Writes the experiment's runs page (the sweep's parent run expanded, the Run Name column at its
+default width: t4bench's run names fit it), one training run's overview (its at most 20 tags) and
+its System metrics tab. `?workflowType=machine_learning` opens MLflow 3's "Model training" side of the UI
 (its default side is GenAI, whatever the experiment's kind).
 """
 
@@ -39,18 +40,6 @@ def choose_columns(page: Page, hide: list[str], show: list[str]) -> None:
     page.keyboard.press("Escape")
 
 
-def widen_name_column(page: Page, by_px: int) -> None:
-    header = page.locator(".ag-header-cell", has_text="Run Name").first
-    handle = header.locator(".ag-header-cell-resize").first
-    box = handle.bounding_box()
-    if box is not None:
-        x, y = box["x"] + 2, box["y"] + box["height"] / 2  # its left part: the right half is the next header
-        page.mouse.move(x, y)
-        page.mouse.down()
-        page.mouse.move(x + by_px, y, steps=8)
-        page.mouse.up()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default="http://127.0.0.1:5077")
@@ -78,10 +67,16 @@ def main() -> None:
         for i in range(expanders.count()):  # show the runs nested under each sweep parent
             expanders.nth(i).click()
         choose_columns(page, hide=["Dataset", "Source", "Models"], show=SHOWN_COLUMNS)
-        widen_name_column(page, 90)
         page.mouse.move(5, 5)
         page.wait_for_timeout(1500)
         page.screenshot(path=str(args.out / "mlflow_ui_runs.png"))
+
+        page.goto(f"{args.url}/#/experiments/{exp_id}/runs/{run.info.run_id}?{ML_VIEW}")
+        page.wait_for_selector("text=Tags", timeout=60_000)
+        close_assistant(page)
+        page.mouse.move(5, 5)
+        page.wait_for_timeout(1500)
+        page.screenshot(path=str(args.out / "mlflow_ui_run.png"), full_page=True)
 
         page.goto(f"{args.url}/#/experiments/{exp_id}/runs/{run.info.run_id}/system-metrics?{ML_VIEW}")
         page.wait_for_selector("text=system/", timeout=60_000)
@@ -90,7 +85,8 @@ def main() -> None:
         page.wait_for_timeout(2500)  # the charts draw after the metric histories load
         page.screenshot(path=str(args.out / "mlflow_ui_system_metrics.png"))
         browser.close()
-    print(f"wrote {args.out}/mlflow_ui_runs.png and mlflow_ui_system_metrics.png (run {run.info.run_name})")
+    shots = ", ".join(f"mlflow_ui_{n}.png" for n in ("runs", "run", "system_metrics"))
+    print(f"wrote {shots} in {args.out} (run {run.info.run_name}, {len(run.data.tags)} tags)")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from typing import Any
 from mlflow.tracking import MlflowClient
 
 from t4bench import mlflow_names as names
+from t4bench.tracking import run_tags
 
 COLUMNS = ["model", "N", "unit", "seed", "epochs_to_converge", "outcome"]
 
@@ -33,9 +34,9 @@ def collect(store: str, models: list[str], scale: str) -> list[dict[str, Any]]:
         for run in client.search_runs(
             [experiment.experiment_id], f"tags.`{names.SWEEP_ID}` = '{sweep}'", max_results=50_000
         ):
-            tags = run.data.tags
-            if names.SEED not in tags:  # the sweep's parent run
+            if names.SEED not in run.data.tags:  # the sweep's parent run
                 continue
+            tags = run_tags(client, run)  # emulated_world_size is in the run's run_tags.json
             rows.append(
                 {
                     "model": model,

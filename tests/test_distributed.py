@@ -17,6 +17,7 @@ from conftest import REPO, all_runs
 
 from t4bench.__main__ import rank_overrides
 from t4bench.pytorch import distributed
+from t4bench.tracking import run_tags
 
 FAST = ("max_epochs=1", "model.batch_size=4096", "progress=plain")
 
@@ -41,7 +42,7 @@ def _one_run(client, experiment: str, per_rank_batch: int):  # type: ignore[no-u
     assert len(runs) == 1, [r.info.run_id for r in runs]
     (run,) = runs
     assert run.info.status == "FINISHED"
-    tags, metrics = run.data.tags, run.data.metrics
+    tags, metrics = run_tags(client, run), run.data.metrics
     assert tags["t4bench.world_size"] == "2" and tags["t4bench.hw_count"] == "2"
     assert tags["t4bench.global_batch_size"] == str(2 * per_rank_batch)
     assert metrics["global_batch_size"] == 2 * per_rank_batch
@@ -68,9 +69,9 @@ def _one_output_dir(parent: Path) -> Path:
 @pytest.mark.slow
 def test_hw_count_2_on_cpu_starts_two_gloo_ranks(run_t4bench, mlflow_client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     proc = run_t4bench("model=ncf", "hw=cpu", "hw.count=2", *FAST)
-    run = _one_run(mlflow_client, "t4bench-ncf", 4096)
-    assert run.data.tags["t4bench.launcher"] == "elastic_launch"
-    assert run.data.tags["t4bench.dist_backend"] == "ddp/gloo"
+    tags = run_tags(mlflow_client, _one_run(mlflow_client, "t4bench-ncf", 4096))
+    assert tags["t4bench.launcher"] == "elastic_launch"
+    assert tags["t4bench.dist_backend"] == "ddp/gloo"
     assert _one_output_dir(tmp_path) == tmp_path / "run"
     assert proc.stdout.count("ncf (mini) on cpu x2") == 1  # the summary from rank 0 only
 
@@ -89,7 +90,7 @@ def test_vision_and_translation_minis_on_two_gloo_ranks(  # type: ignore[no-unty
 ) -> None:
     run_t4bench(f"model={model}", "hw=cpu", "hw.count=2", "max_epochs=1", "progress=plain", *overrides)
     run = _one_run(mlflow_client, f"t4bench-{model}", batch)
-    assert run.data.tags["t4bench.dist_backend"] == "ddp/gloo"
+    assert run_tags(mlflow_client, run)["t4bench.dist_backend"] == "ddp/gloo"
     assert run.data.tags["t4bench.throughput_unit"] == ("tokens/s" if model == "transformer" else "samples/s")
     _one_output_dir(tmp_path)
 
@@ -107,8 +108,9 @@ def test_torchrun_outer_launcher_gives_one_run(run_t4bench, mlflow_client, tmp_p
         module=("-m", "torch.distributed.run", "--nproc_per_node=2", "-m", "t4bench"),
     )
     run = _one_run(mlflow_client, "t4bench-ncf", 4096)
-    assert run.data.tags["t4bench.launcher"] == "torchrun"
-    assert run.data.tags["t4bench.hw"] == "cpu" and run.data.tags["t4bench.hw_requested"] == "auto"
+    tags = run_tags(mlflow_client, run)
+    assert tags["t4bench.launcher"] == "torchrun"
+    assert tags["t4bench.hw"] == "cpu" and tags["t4bench.hw_requested"] == "auto"
     run_dir = _one_output_dir(tmp_path / "outputs")
     assert (run_dir / ".hydra" / "config.yaml").exists()
 

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from conftest import REPO, all_runs
 
+from t4bench.tracking import run_tags
+
 FAST = ("max_epochs=1", "model.batch_size=4096", "progress=plain")
 #: the fp16 step check: learning rate, loss scale, per-rank batch
 LR, LOSS_SCALE, BATCH = 0.1, 256.0, 8
@@ -56,9 +58,10 @@ def test_horovodrun_two_gloo_ranks_give_one_run(run_t4bench, mlflow_client) -> N
     )
     (run,) = all_runs(mlflow_client, "t4bench-ncf")
     assert run.info.status == "FINISHED"
-    assert run.data.tags["t4bench.dist_backend"] == "horovod/horovod"
-    assert run.data.tags["t4bench.launcher"] == "horovodrun"
-    assert run.data.tags["t4bench.world_size"] == "2"
+    tags = run_tags(mlflow_client, run)
+    assert tags["t4bench.dist_backend"] == "horovod/horovod"
+    assert tags["t4bench.launcher"] == "horovodrun"
+    assert tags["t4bench.world_size"] == "2"
     assert run.data.metrics["global_batch_size"] == 8192
 
 

@@ -22,7 +22,7 @@ from conftest import run_cli
 from mlflow.tracking import MlflowClient
 
 from t4bench import experiments, system_metrics
-from t4bench.tracking import RunTracker
+from t4bench.tracking import RunTracker, run_tags
 
 EXPERIMENT = "t4bench-ncf"
 SEEDS = (1, 2)
@@ -103,7 +103,7 @@ def test_sweep_parent_carries_the_fixed_config_and_the_runs_nest_under_it(server
         "1",
         "mini",
     )
-    assert parent.info.run_name.startswith("sweep-ncf-seeds-")
+    assert parent.info.run_name.startswith("seeds-ncf-") and len(parent.info.run_name) <= 24
     params = parent.data.params
     assert params["max_epochs"] == "1" and "model.optimizer.lr" in params and "seed" not in params
     assert sorted(r.info.run_name for r in training) == [f"ncf-mini-cpux1-seed{s}" for s in SEEDS]
@@ -115,7 +115,8 @@ def test_training_runs_log_system_metrics(server: str) -> None:
     client = MlflowClient(server)
     _, training, parent = _runs(client)
     for run in training:
-        assert run.data.tags[system_metrics.TAG].startswith("on: MLflow SystemMetricsMonitor"), run.data.tags
+        tags = run_tags(client, run)
+        assert tags[system_metrics.TAG].startswith("on: MLflow SystemMetricsMonitor"), tags
         cpu = client.get_metric_history(run.info.run_id, "system/cpu_utilization_percentage")
         assert len(cpu) >= 2, cpu
         assert "system/system_memory_usage_megabytes" in run.data.metrics
@@ -240,3 +241,48 @@ def test_a_bad_interval_is_one_line_before_any_run(tmp_path: Path) -> None:
     )
     found = MlflowClient(uri).get_experiment_by_name(EXPERIMENT)
     assert found is None or not MlflowClient(uri).search_runs([found.experiment_id])
+
+
+def test_tags_past_the_run_budget_go_to_one_file(tmp_path: Path) -> None:
+    """`RUN_TAGS` (and MLflow's own, a user's own) stay on the run; every other t4bench tag goes to
+    its run_tags.json, merged over calls; tags written straight on the run move there at its end."""
+    from t4bench import mlflow_names as names
+    from t4bench import tracking
+    from t4bench.report.query import QueryError, parse_tag
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    exp = RunTracker(uri).ensure_experiment("t4bench-ncf")
+    version = f"{names.VERSION_PREFIX}torch"
+    run_id = tracking.create_run(client, exp, "r", {names.MODEL: "ncf", version: "2.14", "mine": "x"})
+    tracking.store_tags(client, run_id, {names.OUTCOME: "converged", names.WORLD_SIZE: 2})
+    client.set_tag(run_id, names.HEARTBEAT, "123")  # as the heartbeat writes it: straight on the run
+    tracking.fold_tags(client, run_id)
+    run = client.get_run(run_id)
+    assert set(run.data.tags) == {"mlflow.runName", names.MODEL, names.OUTCOME, "mine"}
+    assert tracking.file_tags(client, run_id) == {version: "2.14", names.WORLD_SIZE: "2", names.HEARTBEAT: "123"}
+    assert [a.path for a in client.list_artifacts(run_id)] == [names.RUN_TAGS_FILE]
+    assert tracking.run_tags(client, run)[names.HEARTBEAT] == "123" and tracking.run_tags(client, run)["mine"] == "x"
+    # the report's --tag filter searches the run's own tags: a moved one is refused in one line
+    assert parse_tag(f"{names.MODEL}=ncf") == (names.MODEL, "ncf")
+    with pytest.raises(QueryError, match=r"run_tags\.json"):
+        parse_tag(f"{version}=2.14")
+
+
+def test_run_names_fit_the_run_name_column() -> None:
+    from omegaconf import OmegaConf
+
+    from t4bench import mlflow_names as names
+    from t4bench.sweep.sweep_runs import parent_run_name, seed_run_name
+    from t4bench.tracking import default_run_name
+    from tests.conftest import compose
+
+    assert names.fit_run_name("x" * 24) == "x" * 24
+    # two long names that differ only at the end stay apart
+    fitted = {parent_run_name("gnmt_ding_tuned", uid) for uid in ("3f9a1c2b", "3f9a1c2c")}
+    assert len(fitted) == 2 and all(len(n) == 24 and n.startswith("sweep-gnmt_ding") for n in fitted)
+    assert seed_run_name(7, 101) == "trial-007-seed101"
+    env = OmegaConf.create({"hw": {"name": "h200"}, "world_size": 1})
+    assert default_run_name(compose(["model=ncf", "seed=3"]), env) == "ncf-mini-h200x1-seed3"
+    # the model is the experiment's: left out when the whole name is too long
+    assert default_run_name(compose(["model=transformer", "seed=1000"]), env) == "mini-h200x1-seed1000"

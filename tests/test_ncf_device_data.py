@@ -12,6 +12,7 @@ from conftest import DATA_ROOT, compose, only_run
 
 from t4bench.benchmarks.ncf_gpu import GpuNegativeSampler, GpuResidentNCF
 from t4bench.pytorch.context import RunContext
+from t4bench.tracking import run_tags
 
 
 def _ctx(rank: int = 0, world: int = 1) -> RunContext:
@@ -53,6 +54,7 @@ def test_default_h200_ncf_settings_train_to_target_on_the_cpu(run_t4bench, mlflo
     run = only_run(mlflow_client, "t4bench-ncf")
     assert run.info.status == "FINISHED"
     assert run.data.tags["t4bench.outcome"] == "converged"
-    assert run.data.tags["t4bench.perf.gpu_data"] == "true"
-    assert "cuda_graphs (no CUDA device)" in run.data.tags["t4bench.perf.dropped"]
+    tags = run_tags(mlflow_client, run)  # the perf options are in the run's tag file
+    assert tags["t4bench.perf.gpu_data"] == "true"
+    assert "cuda_graphs (no CUDA device)" in tags["t4bench.perf.dropped"]
     assert run.data.metrics["trivial_quality"] < run.data.metrics["eval_quality"]

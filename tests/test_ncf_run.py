@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 from conftest import DATA_ROOT, all_runs
 
+from t4bench import mlflow_names as names
+from t4bench.tracking import file_tags, run_tags
+
 EXPERIMENT = "t4bench-ncf"
 CONTRACT_TAGS = (
     "t4bench.model",
@@ -41,9 +44,19 @@ def test_default_run_converges_with_the_full_contract(run_t4bench, mlflow_client
     run = only_run(mlflow_client)
     assert run.info.status == "FINISHED"
     assert run.info.run_name == "ncf-mini-cpux1-seed3"
-    tags = run.data.tags
+    tags = run_tags(mlflow_client, run)
     for tag in CONTRACT_TAGS:
         assert tag in tags, tag
+    # at most 20 tags on the run (the ones a person compares); every other t4bench tag is in
+    # the one run_tags.json, none in both; the heartbeat's liveness tags were moved there at the end
+    on_run, in_file = run.data.tags, file_tags(mlflow_client, run.info.run_id)
+    assert len(on_run) <= 20, sorted(on_run)
+    assert {k for k in on_run if k.startswith("t4bench.")} <= names.RUN_TAGS
+    assert not set(in_file) & set(on_run) and all(k.startswith("t4bench.") for k in in_file)
+    assert {"t4bench.version.torch", "t4bench.perf.precision", "t4bench.world_size", "t4bench.heartbeat"} <= set(
+        in_file
+    )
+    assert sum(a.path == names.RUN_TAGS_FILE for a in mlflow_client.list_artifacts(run.info.run_id)) == 1
     assert tags["t4bench.outcome"] == "converged"
     assert tags["t4bench.throughput_unit"] == "samples/s"
     params = run.data.params

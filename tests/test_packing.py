@@ -12,6 +12,7 @@ from conftest import all_runs, compose
 from t4bench import hardware, packing
 from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
+from t4bench.tracking import run_tags
 
 H200_GIB = [139.8]  # what NVML reports for an H200 (the pure check's input here: no NVML on CPU)
 
@@ -77,7 +78,7 @@ def test_a_packed_seed_sweep_runs_two_at_once_and_tags_them(run_t4bench, mlflow_
     runs = [r for r in all_runs(mlflow_client, "t4bench-ncf") if names.SEED in r.data.tags]
     assert len(runs) == 2
     for run in runs:
-        tags = run.data.tags
+        tags = run_tags(mlflow_client, run)
         assert (tags[names.GPU_SHARE], tags[names.MPS]) == ("2", "off")
         assert (tags[names.EMULATED_WORLD_SIZE], tags[names.WORLD_SIZE], tags[names.HW_COUNT]) == ("2", "1", "1")
         assert tags[names.GLOBAL_BATCH_SIZE] == str(2 * int(compose(["model=ncf"]).model.batch_size))

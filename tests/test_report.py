@@ -230,6 +230,8 @@ def test_export_lays_out_result_files(store: tuple[Path, str]) -> None:
 
     desc = json.loads((out / "unchecked" / "systems" / "cpux1_mini.json").read_text())
     assert desc["division"] == "open" and desc["system_name"] == "cpux1_mini" and desc["number_of_nodes"] == 1
+    # the software versions, read from the runs' run_tags.json (they are not tags on the run)
+    assert desc["framework"].startswith("PyTorch 2.") and "mlflow 3." in desc["sw_notes"], desc
     assert proc.stdout.count("<- run ") == expected + 1
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from t4bench.tracking import run_tags
+
 REPO = Path(__file__).resolve().parents[1]
 DATA_ROOT = Path(os.environ.get("T4BENCH_DATA_DIR", REPO / "data")).resolve()
 RUN = ("model=ncf", "seed=1", "model.target.hr_at_10=0.99", "checkpoint.every=1", "progress=plain")
@@ -67,7 +69,7 @@ def test_resume_of_a_finished_run(tmp_path: Path) -> None:
     assert "may not change when resuming: model.optimizer.lr=0.5 (the run has 0.001" in line, line
     unchanged()
     # a truncated checkpoint: one line, the run untouched
-    (folder,) = {Path(run.data.tags["t4bench.checkpoint_dir"])}
+    (folder,) = {Path(run_tags(client, run)["t4bench.checkpoint_dir"])}
     newest = sorted(folder.glob("*.pt"))[-1]
     good = newest.read_bytes()
     newest.write_bytes(good[: len(good) // 2])
@@ -93,13 +95,13 @@ def test_resume_of_a_finished_run(tmp_path: Path) -> None:
     assert failed.returncode != 0
     after = client.get_run(run_id)
     assert after.info.status == "FINISHED" and after.data.tags["t4bench.outcome"] == "not_converged"
-    assert after.data.tags["t4bench.resume_failed"] == "true"
+    assert run_tags(client, after)["t4bench.resume_failed"] == "true"
     # asked for, with a longer max_epochs: trained further in the same run; params as started
     longer = t4bench(tmp_path, "max_epochs=3", "resume_finished=true", f"resume={run_id}")
     assert longer.returncode == 0, longer.stderr[-3000:]
     done = client.get_run(run_id)
     assert done.info.status == "FINISHED" and done.data.params["max_epochs"] == "1"
-    assert done.data.tags["t4bench.resume_changed.max_epochs"] == "3"
+    assert run_tags(client, done)["t4bench.resume_changed.max_epochs"] == "3"
     assert done.data.metrics["epochs_run"] == 3
     assert len(client.search_runs([run.info.experiment_id])) == 1
 

@@ -17,6 +17,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from t4bench import runs
+from t4bench.tracking import run_tags
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {
@@ -90,7 +91,9 @@ def test_sigkilled_process_is_repaired(store: tuple[str, MlflowClient]) -> None:
     assert f"run {run_id} (victim, experiment" in done.stdout and f"process {proc.pid}" in done.stdout
     run = client.get_run(run_id)
     assert run.info.status == "KILLED" and run.data.tags["t4bench.outcome"] == "killed"
-    assert run.info.end_time == int(run.data.tags[runs.HEARTBEAT_TAG]) * 1000  # its last sign of life
+    # its last sign of life (the liveness tags moved to the closed run's tag file)
+    assert run.info.end_time == int(run_tags(client, run)[runs.HEARTBEAT_TAG]) * 1000
+    assert runs.HEARTBEAT_TAG not in run.data.tags
     assert "1 stale run(s) marked KILLED" in done.stdout
     again = repair_cli(uri)
     assert "0 stale run(s)" in again.stdout

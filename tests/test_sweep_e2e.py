@@ -18,6 +18,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from t4bench.tracking import run_tags
 from tests.conftest import DATA_ROOT, all_runs
 from tests.test_sweep_units import postgres_url  # noqa: F401  (fixture: a throwaway PostgreSQL server)
 
@@ -74,7 +75,7 @@ def test_seed_sweep_parent_run_and_summary(run_t4bench, mlflow_client, tmp_path:
     assert parent.data.metrics["epochs_run_mean"] == 1.0
     assert "epochs_to_converge_converged_fraction" in parent.data.metrics
     # readable name, the fixed part of the config as params (not the swept seed), the config's tags
-    assert parent.info.run_name == "sweep-ncf-seeds-sweep"
+    assert parent.info.run_name == "seeds-ncf-sweep"
     assert parent.data.params["max_epochs"] == "1" and "seed" not in parent.data.params
     assert parent.data.tags["t4bench.hw"] == "cpu" and parent.data.tags["t4bench.scale"] == "mini"
     assert (tmp_path / "sweep" / "summary.json").exists()
@@ -250,11 +251,14 @@ def test_mlflow_layout_parent_trials_seeds_best(two_worker_sweep: tuple[Path, st
     assert parent.info.status == "FINISHED"
     assert parent.data.metrics["best_value"] == pytest.approx(best.value)
     assert parent.data.tags["t4bench.best_trial"] == str(best.number)
-    assert float(parent.data.tags["t4bench.best.model.optimizer.lr"]) == pytest.approx(
-        best.params["model.optimizer.lr"]
-    )
+    best_lr = run_tags(MlflowClient(uri), parent)["t4bench.best.model.optimizer.lr"]  # in its tag file
+    assert float(best_lr) == pytest.approx(best.params["model.optimizer.lr"])
     # readable names, the sweep's fixed params (not the searched one) and the config's tags
-    assert parent.info.run_name.startswith("sweep-ncf-optuna-")
+    assert parent.info.run_name.startswith("sweep-ncf-optuna")
+    # every run of the sweep fits the runs table: a short name, at most 20 tags (the rest in its file)
+    assert all(len(r.info.run_name) <= 24 and len(r.data.tags) <= 20 for r in runs), [
+        (r.info.run_name, len(r.data.tags)) for r in runs
+    ]
     assert sorted(r.info.run_name for r in trials) == ["trial-000", "trial-001", "trial-002"]
     assert sorted(r.info.run_name for r in seeds) == [f"trial-00{t}-seed{s}" for t in range(3) for s in (0, 1)]
     assert parent.data.params["max_epochs"] == "1" and parent.data.params["model.name"] == "ncf"
@@ -341,13 +345,19 @@ def test_held_out_validation_reports_both_arms_with_statistics(
         "ncf-optuna-validate-reference": "FINISHED",
     }
     validation = parents["ncf-optuna-validate"]
-    for arm in (f"ncf-optuna-validate-best-t{best}", "ncf-optuna-validate-reference"):
+    for arm, name in (
+        (f"ncf-optuna-validate-best-t{best}", f"tuned-t{best}"),
+        ("ncf-optuna-validate-reference", "reference"),
+    ):
         assert parents[arm].data.tags["mlflow.parentRunId"] == validation.info.run_id
+        assert parents[arm].info.run_name == name  # short: the sweep id tag keeps the long identity
     assert "mean_ratio" in validation.data.metrics and validation.data.tags["t4bench.goal"] in ("PASS", "FAIL")
     names = {
         r.info.run_name for r in runs if r.data.tags.get("t4bench.sweep_id", "").startswith("ncf-optuna-validate-")
     }
     assert {"tuned-seed7", "tuned-seed8", "reference-seed7", "reference-seed8"} <= names
+    # every name fits the Run Name column, every run carries at most 20 tags
+    assert all(len(r.info.run_name) <= 24 and len(r.data.tags) <= 20 for r in runs)
 
 
 def test_other_study_reusing_the_sweep_id_fails_in_one_line(two_worker_sweep: tuple[Path, str], tmp_path: Path) -> None:

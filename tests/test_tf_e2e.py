@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from t4bench.tracking import run_tags
 from tests.conftest import all_runs, only_run
 
 pytest.importorskip("tensorflow")  # the extra: pip install .[tensorflow]
@@ -42,8 +43,8 @@ def _mllog(path: Path) -> list[dict]:  # type: ignore[type-arg]
     return [json.loads(line.split(":::MLLOG ", 1)[1]) for line in path.read_text().splitlines() if ":::MLLOG" in line]
 
 
-def _contract(run) -> tuple[set[str], set[str]]:  # type: ignore[no-untyped-def]
-    tags = {k for k in run.data.tags if k.startswith("t4bench.") and not k.startswith(_RUN_SPECIFIC)}
+def _contract(client, run) -> tuple[set[str], set[str]]:  # type: ignore[no-untyped-def]
+    tags = {k for k in run_tags(client, run) if k.startswith("t4bench.") and not k.startswith(_RUN_SPECIFIC)}
     return tags, set(run.data.metrics)
 
 
@@ -53,7 +54,7 @@ def test_keras_resnet_mini_reaches_the_target_without_torch(run_t4bench, mlflow_
     assert not marker.exists(), marker.read_text()
     run = only_run(mlflow_client, EXPERIMENT)
     assert run.info.status == "FINISHED", proc.stdout[-3000:]
-    tags, metrics = run.data.tags, run.data.metrics
+    tags, metrics = run_tags(mlflow_client, run), run.data.metrics
     assert tags["t4bench.framework"] == "tensorflow" and tags["t4bench.outcome"] == "converged"
     assert tags["t4bench.version.tensorflow"] == version("tensorflow-cpu") and tags["t4bench.version.keras"]
     assert metrics["converged"] == 1.0 and metrics["eval_quality"] >= 0.80
@@ -72,7 +73,7 @@ def test_keras_resnet_mini_reaches_the_target_without_torch(run_t4bench, mlflow_
     run_t4bench("model=resnet50", "max_epochs=1", "progress=off", "seed=0", env={"OMP_NUM_THREADS": "1"})
     torch_run = next(r for r in all_runs(mlflow_client, EXPERIMENT) if r.info.run_id != run.info.run_id)
     assert torch_run.data.tags["t4bench.framework"] == "pytorch"
-    assert _contract(torch_run) == _contract(run)
+    assert _contract(mlflow_client, torch_run) == _contract(mlflow_client, run)
     # params: the same config, plus the TensorFlow settings and the polynomial schedule's keys
     extra = set(run.data.params) - set(torch_run.data.params)
     assert set(torch_run.data.params) <= set(run.data.params)
@@ -93,7 +94,7 @@ def test_synthetic_reference_size_with_xla_and_bf16(run_t4bench, mlflow_client, 
     )
     run = only_run(mlflow_client, EXPERIMENT)
     assert run.data.tags["t4bench.outcome"] == "throughput_only" and run.data.tags["t4bench.scale"] == "reference"
-    assert run.data.tags["t4bench.precision"] == "bf16" and run.data.params["tensorflow.xla"] == "True"
+    assert run_tags(mlflow_client, run)["t4bench.precision"] == "bf16" and run.data.params["tensorflow.xla"] == "True"
     assert run.data.metrics["avg_throughput"] > 0 and run.data.metrics["train_loss"] > 0
     log = _mllog(tmp_path / "run" / "mlperf.log")
     assert [e["metadata"]["status"] for e in log if e["key"] == "run_stop"] == ["aborted"]
@@ -105,8 +106,9 @@ def test_two_cpu_ranks_one_run_identical_weights(run_t4bench, mlflow_client, tmp
     assert not marker.exists(), marker.read_text()
     run = only_run(mlflow_client, EXPERIMENT)
     assert run.info.status == "FINISHED"
-    assert run.data.tags["t4bench.world_size"] == "2" and run.data.tags["t4bench.global_batch_size"] == "256"
-    assert "MultiWorkerMirroredStrategy" in run.data.tags["t4bench.dist_backend"]
+    tags = run_tags(mlflow_client, run)
+    assert tags["t4bench.world_size"] == "2" and tags["t4bench.global_batch_size"] == "256"
+    assert "MultiWorkerMirroredStrategy" in tags["t4bench.dist_backend"]
     assert run.data.metrics["epochs_run"] == 1.0
     digests = [e["value"] for e in _mllog(tmp_path / "run" / "mlperf.log") if e["key"].endswith("sha256_per_worker")]
     assert len(digests) == 1 and len(digests[0]) == 2 and digests[0][0] == digests[0][1]

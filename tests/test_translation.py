@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import DATA_ROOT, all_runs, compose, only_run
 
+from t4bench.tracking import run_tags
+
 MINI_TARGET = {"gnmt": 60.0, "transformer": 45.0}
 CONTRACT_TAGS = (
     "t4bench.model",
@@ -61,8 +63,10 @@ def test_mini_gnmt_and_transformer_reach_their_bleu_targets(run_t4bench, tmp_pat
         assert "converged" in procs[model].stdout, procs[model].stdout[-2000:]
         client = MlflowClient(uris[model])
         run = only_run(client, f"t4bench-{model}")
-        assert run.info.status == "FINISHED" and run.info.run_name == f"{model}-mini-cpux1-seed0"
-        tags, metrics, params = run.data.tags, run.data.metrics, run.data.params
+        assert run.info.status == "FINISHED" and run.info.run_name == {"gnmt": "gnmt-mini-cpux1-seed0"}.get(
+            model, "mini-cpux1-seed0"
+        )
+        tags, metrics, params = run_tags(client, run), run.data.metrics, run.data.params
         for tag in CONTRACT_TAGS:
             assert tag in tags, (model, tag)
         assert tags["t4bench.outcome"] == "converged" and tags["t4bench.throughput_unit"] == "tokens/s"

@@ -2,10 +2,13 @@
 sweeps and the UI read. One place, so a rename is one edit and a typo is a NameError, not a
 silently missing column.
 
-Values are plain strings (MLflow's own types); nothing here imports MLflow.
+Values are plain strings (MLflow's own types); nothing here imports MLflow. `fit_run_name`
+shortens a run name to the runs table's Run Name column.
 """
 
 from __future__ import annotations
+
+import hashlib
 
 # --- tags: what was run ---------------------------------------------------------------------
 MODEL = "t4bench.model"
@@ -114,6 +117,62 @@ LAUNCHED = "t4bench.launched"
 REPORT = "t4bench.report"
 REPORT_FILTER = "t4bench.report.filter"
 
+# --- which tags stay on the run ---------------------------------------------------------------
+#: the prefix of every t4bench tag
+NAMESPACE = "t4bench."
+#: the t4bench tags kept on the run: what a person compares, filters or groups on in the runs
+#: table, and what searches (sweeps, reports) filter on. Every other t4bench tag is written to
+#: the run's RUN_TAGS_FILE artifact (read back with t4bench.tracking.run_tags), so a run carries
+#: at most 20 tags with MLflow's own (name, parent, commit): 10 on every training run, 3 more in a
+#: sweep, 4 that only some runs have. MLflow's own tags and a user's own (tracking.tags outside
+#: t4bench.) always stay. A tag written straight to the run (the heartbeat's liveness tags, which
+#: `t4bench runs repair` reads on RUNNING runs) moves to the file when the run ends.
+RUN_TAGS = frozenset(
+    {
+        # every training run
+        MODEL,
+        HW,
+        HW_COUNT,
+        SCALE,
+        DATA,
+        FRAMEWORK,
+        SEED,
+        OUTCOME,
+        GPU_SHARE,
+        THROUGHPUT_UNIT,
+        # sweeps: their runs, trials, parents and held-out validations
+        SWEEP_ID,
+        TRIAL_NUMBER,
+        OPTUNA_STUDY,
+        SWEEP_ROLE,
+        SWEEP_KIND,
+        OPTUNA_STATE,
+        BEST_TRIAL,
+        VALIDATION_SET,
+        GOAL,
+        REPORT,
+        REPORT_FILTER,
+        LAUNCHED,
+        # only some runs
+        OUTCOME_NOTE,
+        RESUMED_FROM_EPOCH,
+        REPAIRED,
+        SLURM_JOB_ID,
+    }
+)
+#: run names fit the runs table's Run Name column at its default width (about 24 characters)
+RUN_NAME_MAX = 24
+
+
+def fit_run_name(name: str, limit: int = RUN_NAME_MAX) -> str:
+    """`name`, or when longer than `limit` its head, `~` and 6 hex digits of the whole name's hash
+    (names that differ stay apart; the run's tags keep the long identity)."""
+    if len(name) <= limit:
+        return name
+    head = name[: limit - 7].rstrip("-_.")  # no dangling separator before the hash
+    return f"{head}~{hashlib.sha1(name.encode()).hexdigest()[:6]}"
+
+
 # --- tags MLflow itself defines ---------------------------------------------------------------
 MLFLOW_PARENT_RUN_ID = "mlflow.parentRunId"
 MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"
@@ -166,6 +225,8 @@ TELEMETRY_SERIES_PREFIX = "system/gpu_"
 # --- artifacts --------------------------------------------------------------------------------
 RESOLVED_CONFIG_FILE = "resolved_config.yaml"
 MLPERF_LOG_FILE = "mlperf.log"
+#: the run's t4bench tags that are not kept on the run (RUN_TAGS), as one JSON object
+RUN_TAGS_FILE = "run_tags.json"
 
 # --- MLflow run statuses (RunStatus names) ----------------------------------------------------
 RUNNING = "RUNNING"

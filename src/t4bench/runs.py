@@ -212,7 +212,18 @@ def repair(
             client.set_tag(run.info.run_id, REPAIRED_TAG, reason)
             # the run ended at its last sign of life, not when the repair noticed
             client.set_terminated(run.info.run_id, status=names.KILLED, end_time=beat * 1000)
+            _fold(client, run.info.run_id)
     return found
+
+
+def _fold(client: Any, run_id: str) -> None:
+    """The liveness tags off the closed run, into its tag file (the run's end would have done it)."""
+    from t4bench.tracking import fold_tags
+
+    try:
+        fold_tags(client, run_id)
+    except Exception as err:  # the run is closed: its tag budget is a nicety
+        log.warning("t4bench: tags of run %s not folded: %s", run_id, err)
 
 
 def default_tracking_uri() -> str:

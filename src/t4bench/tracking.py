@@ -2,7 +2,9 @@
 
 Contract (reports, sweeps and the UI depend on these names):
 - params: the resolved config, flattened (`model.lr`, `hw.name`, `seed`, ...)
-- tags: t4bench.model / hw / hw_count / scale / framework / outcome / throughput_unit, versions
+- tags: t4bench.model / hw / hw_count / scale / framework / outcome / throughput_unit on the run
+  (`mlflow_names.RUN_TAGS`); every other t4bench tag (versions, perf options, devices, liveness)
+  in the run's `run_tags.json` artifact — `run_tags(client, run)` reads both
 - per-epoch metrics (step = epoch): eval_quality, train_loss, epoch_time_s, throughput
 - summary metrics: epochs_to_converge, time_to_train_s, converged, avg_throughput
 - artifacts: the resolved config YAML and the MLPerf log
@@ -16,8 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import json
+import logging
+import os
 import platform
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,6 +42,7 @@ if TYPE_CHECKING:
     from t4bench.benchmark import Benchmark
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 # MLflow accepts at most this many entries per log_batch call
 _BATCH_LIMIT = 100
@@ -102,7 +109,11 @@ def git_commit() -> str | None:
 
 
 def default_run_name(cfg: DictConfig, env: RunEnvironment) -> str:
-    return f"{cfg.model.name}-{cfg.scale.name}-{env.hw.name}x{env.world_size}-seed{cfg.seed}"
+    """`<model>-<scale>-<hw>x<count>-seed<seed>`; without the model (the experiment names it) when
+    that is too long for the runs table's Run Name column."""
+    rest = f"{cfg.scale.name}-{env.hw.name}x{env.world_size}-seed{cfg.seed}"
+    full = f"{cfg.model.name}-{rest}"
+    return full if len(full) <= names.RUN_NAME_MAX else names.fit_run_name(rest)
 
 
 def _artifact_location(tracking_uri: str, experiment: str) -> str | None:
@@ -111,6 +122,79 @@ def _artifact_location(tracking_uri: str, experiment: str) -> str | None:
         db = Path(tracking_uri.removeprefix("sqlite:///"))
         return (db.parent / "mlartifacts" / experiment).resolve().as_uri()
     return None
+
+
+def kept_on_run(key: str) -> bool:
+    """Whether a tag stays on the run: MLflow's own, a user's own and `names.RUN_TAGS` do; every
+    other t4bench tag goes to the run's `names.RUN_TAGS_FILE`."""
+    return not key.startswith(names.NAMESPACE) or key in names.RUN_TAGS
+
+
+def split_tags(tags: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """(tags kept on the run, tags for the file), values as strings."""
+    kept: dict[str, str] = {}
+    moved: dict[str, str] = {}
+    for key, value in tags.items():
+        (kept if kept_on_run(key) else moved)[key] = str(value)
+    return kept, moved
+
+
+def file_tags(client: MlflowClient, run_id: str) -> dict[str, str]:
+    """The tags in the run's `names.RUN_TAGS_FILE` ({} when it has none)."""
+    if not any(entry.path == names.RUN_TAGS_FILE for entry in client.list_artifacts(run_id)):
+        return {}
+    # one small file: MLflow's per-download progress bar would be noise on the run's console
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    with tempfile.TemporaryDirectory() as scratch:
+        path = client.download_artifacts(run_id, names.RUN_TAGS_FILE, scratch)
+        found = json.loads(Path(path).read_text())
+    return {str(k): str(v) for k, v in found.items()}
+
+
+def run_tags(client: MlflowClient, run: Any) -> dict[str, str]:
+    """Every tag of `run` (an MLflow Run): those on it and those in its file (the run's own win)."""
+    return {**file_tags(client, run.info.run_id), **run.data.tags}
+
+
+def _write_file_tags(client: MlflowClient, run_id: str, moved: Mapping[str, str]) -> None:
+    merged = {**file_tags(client, run_id), **moved}
+    client.log_dict(run_id, dict(sorted(merged.items())), names.RUN_TAGS_FILE)
+
+
+def store_tags(client: MlflowClient, run_id: str, tags: Mapping[str, Any]) -> None:
+    """Tag the run: `names.RUN_TAGS` (and MLflow's own, a user's own) on it, the rest merged into
+    its file. If the file cannot be written, those tags go on the run: over the budget, not lost."""
+    kept, moved = split_tags(tags)
+    entries = [RunTag(k, v[:5000]) for k, v in kept.items()]  # MLflow caps a tag's value
+    if moved:
+        try:
+            _write_file_tags(client, run_id, moved)
+        except Exception as err:
+            log.warning(
+                "t4bench: %s of run %s not written (%s): its tags stay on the run", names.RUN_TAGS_FILE, run_id, err
+            )
+            entries += [RunTag(k, v[:5000]) for k, v in moved.items()]
+    for chunk in _chunks(entries):
+        client.log_batch(run_id, tags=chunk)
+
+
+def fold_tags(client: MlflowClient, run_id: str) -> None:
+    """Move the t4bench tags written straight onto the run that are not `names.RUN_TAGS` (the
+    heartbeat's, a resume's) into its file and off the run: when the run ends."""
+    moved = {k: v for k, v in client.get_run(run_id).data.tags.items() if not kept_on_run(k)}
+    if moved:
+        _write_file_tags(client, run_id, moved)
+        for key in moved:
+            client.delete_tag(run_id, key)
+
+
+def create_run(client: MlflowClient, experiment_id: str, run_name: str, tags: Mapping[str, Any]) -> str:
+    """A new run with `tags` stored as `store_tags` does."""
+    kept, moved = split_tags(tags)
+    run_id = str(client.create_run(experiment_id, run_name=run_name, tags=kept).info.run_id)
+    if moved:
+        store_tags(client, run_id, moved)
+    return run_id
 
 
 class RunTracker:
@@ -159,12 +243,8 @@ class RunTracker:
         adopted = self.run_id is not None
         if self.run_id is None:
             experiment_id = self.ensure_experiment(str(cfg.tracking.experiment))
-            run = self.client.create_run(
-                experiment_id,
-                run_name=str(cfg.tracking.run_name or default_run_name(cfg, env)),
-                tags=dict(tags),
-            )
-            self.run_id = run.info.run_id
+            name = str(cfg.tracking.run_name or default_run_name(cfg, env))
+            self.run_id = create_run(self.client, experiment_id, name, tags)
         else:  # a run made by a launcher (mlflow run): give it the contract's name too
             self.client.update_run(self.run_id, name=str(cfg.tracking.run_name or default_run_name(cfg, env)))
             self.set_tags(tags)
@@ -180,7 +260,8 @@ class RunTracker:
         return self.run_id
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
-        self._log_batch(tags=[RunTag(k, str(v)) for k, v in tags.items()])
+        if self.client is not None and self.run_id:
+            store_tags(self.client, self.run_id, tags)
 
     def log_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None:
         self._monitor_system()
@@ -200,6 +281,10 @@ class RunTracker:
             self._system_metrics.finish()
             self._system_metrics = None
         if self.client is not None and self.run_id:
+            try:  # the heartbeat's tags (stopped by now) and any other written straight on the run
+                fold_tags(self.client, self.run_id)
+            except Exception as err:  # closing the run matters more than its tag budget
+                log.warning("t4bench: tags of run %s not moved to %s: %s", self.run_id, names.RUN_TAGS_FILE, err)
             self.client.set_terminated(self.run_id, status=status)
             if self.tracking_uri:  # where to look at it: the experiment's runs, classic-ML view
                 experiment_id = self.client.get_run(self.run_id).info.experiment_id
@@ -219,7 +304,6 @@ class RunTracker:
         self,
         metrics: list[Metric] | None = None,
         params: list[Param] | None = None,
-        tags: list[RunTag] | None = None,
     ) -> None:
         if self.client is None or not self.run_id:
             return
@@ -228,8 +312,6 @@ class RunTracker:
             client.log_batch(run_id, metrics=chunk)
         for param_chunk in _chunks(params or []):
             client.log_batch(run_id, params=param_chunk)
-        for tag_chunk in _chunks(tags or []):
-            client.log_batch(run_id, tags=tag_chunk)
 
 
 def _chunks(entries: list[T]) -> list[list[T]]:

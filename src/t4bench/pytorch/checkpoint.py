@@ -255,8 +255,11 @@ def resolve(resume: str, tracking_uri: str | None = None) -> Path:
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
 
+        from t4bench.tracking import run_tags
+
+        client = MlflowClient(tracking_uri)
         try:
-            tags = MlflowClient(tracking_uri).get_run(resume).data.tags
+            tags = run_tags(client, client.get_run(resume))
         except MlflowException as err:
             raise CheckpointError(f"resume={resume}: no such run in {tracking_uri} ({err.error_code})") from None
         if FOLDER_TAG not in tags:

@@ -85,9 +85,9 @@ def check_status(wanted: str, run: Any, allow_finished: bool) -> None:
 
 def restore(client: Any, run_id: str, status: str, outcome: str | None) -> None:
     """Put a FINISHED run's status and outcome back after a resumed attempt on it failed."""
-    if outcome:
-        client.set_tag(run_id, names.OUTCOME, outcome)
-    client.set_tag(run_id, RESUME_FAILED_TAG, "true")
+    from t4bench.tracking import store_tags
+
+    store_tags(client, run_id, {**({names.OUTCOME: outcome} if outcome else {}), RESUME_FAILED_TAG: "true"})
     client.set_terminated(run_id, status=status)
 
 

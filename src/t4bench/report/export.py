@@ -25,6 +25,7 @@ from mlflow.tracking import MlflowClient
 from t4bench import mlflow_names as names
 from t4bench.mlperf import RULESETS, mlperf_name
 from t4bench.report.query import QueryError
+from t4bench.tracking import run_tags
 
 LOG_ARTIFACT = names.MLPERF_LOG_FILE
 
@@ -88,8 +89,8 @@ def export_results(client: MlflowClient, runs: pd.DataFrame, out: Path) -> list[
             written += 1
             lines.append(f"{target}  <- run {row.run_id} ({row.run_name}, {row.outcome})")
             if not first:
-                data = client.get_run(row.run_id).data
-                first = {"tags": dict(data.tags), "params": dict(data.params)}
+                run = client.get_run(row.run_id)  # the versions are in its tag file
+                first = {"tags": run_tags(client, run), "params": dict(run.data.params)}
         for benchmark in counters:
             desc = out / RULESETS.get(benchmark, "unchecked") / "systems" / f"{system}.json"
             if not desc.exists():

@@ -41,7 +41,8 @@ def log_report(
             REPORT_EXPERIMENT, tags=experiments.tags_for(REPORT_EXPERIMENT, REPORT_DESCRIPTION)
         )
     )
-    run = client.create_run(exp_id, run_name=f"report-{out.resolve().name}", tags={REPORT_TAG: "1", **tags})
+    name = names.fit_run_name(f"report-{out.resolve().name}")  # fits the Run Name column
+    run = client.create_run(exp_id, run_name=name, tags={REPORT_TAG: "1", **tags})
     status = names.FAILED
     try:
         for key, value in params.items():

@@ -20,6 +20,7 @@ from mlflow.tracking import MlflowClient
 from t4bench import mlflow_names as names
 from t4bench.report import configs
 from t4bench.report.errors import ReportError
+from t4bench.tracking import kept_on_run
 
 REPORT_TAG = names.REPORT
 ROLE_TAG = names.SWEEP_ROLE
@@ -92,6 +93,11 @@ def parse_tag(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise QueryError(f"--tag {text!r}: expected KEY=VALUE, e.g. t4bench.hw=t4")
+    if not kept_on_run(key):  # MLflow searches only the tags on a run
+        raise QueryError(
+            f"--tag {key}: not a tag a run carries (it is in each run's {names.RUN_TAGS_FILE}); "
+            f"filter on one of {', '.join(sorted(names.RUN_TAGS))}"
+        )
     return key, value
 
 

@@ -102,21 +102,23 @@ def get_or_create_parent(
     found = find_runs(mlflow, exp_id, sweep_id, "parent")
     if found:
         run = found[0]
-        check_identity(run, sweep_id, identity)
+        check_identity(mlflow, run, sweep_id, identity)
         run_id = run.info.run_id
         if reopen and run.info.status != names.RUNNING:
             mlflow.update_run(run_id, status=names.RUNNING)
         return str(run_id)
-    run = mlflow.create_run(
-        exp_id,
-        run_name=run_name,
-        tags={SWEEP_ID: sweep_id, ROLE: "parent", KIND: kind, IDENTITY: identity, **dict(tags or {})},
-    )
-    return str(run.info.run_id)
+    from t4bench.tracking import create_run
+
+    tags = {SWEEP_ID: sweep_id, ROLE: "parent", KIND: kind, IDENTITY: identity, **dict(tags or {})}
+    return create_run(mlflow, exp_id, run_name, tags)
 
 
-def check_identity(run: Any, sweep_id: str, identity: str) -> None:
-    theirs = run.data.tags.get(IDENTITY)
+def check_identity(mlflow: Any, run: Any, sweep_id: str, identity: str) -> None:
+    """Raise SweepIdConflict unless `run` (a parent found by `sweep_id`) carries `identity` (a
+    tag of its tag file)."""
+    from t4bench.tracking import run_tags
+
+    theirs = run_tags(mlflow, run).get(IDENTITY)
     if theirs != identity:
         raise SweepIdConflict(
             f"sweep id {sweep_id!r} belongs to another sweep ({theirs or 'one made before sweep identities'}; "
@@ -140,12 +142,9 @@ def close_running_children(mlflow: Any, exp_id: str, parent_id: str, status: str
 def create_child(
     mlflow: Any, exp_id: str, parent_id: str, sweep_id: str, role: str, run_name: str, tags: Mapping[str, str]
 ) -> str:
-    run = mlflow.create_run(
-        exp_id,
-        run_name=run_name,
-        tags={SWEEP_ID: sweep_id, ROLE: role, PARENT: parent_id, **{k: str(v) for k, v in tags.items()}},
-    )
-    return str(run.info.run_id)
+    from t4bench.tracking import create_run
+
+    return create_run(mlflow, exp_id, run_name, {SWEEP_ID: sweep_id, ROLE: role, PARENT: parent_id, **tags})
 
 
 def log_metrics(mlflow: Any, run_id: str, metrics: Mapping[str, float], step: int = 0) -> None:
@@ -160,11 +159,10 @@ def log_metrics(mlflow: Any, run_id: str, metrics: Mapping[str, float], step: in
 
 
 def set_tags(mlflow: Any, run_id: str, tags: Mapping[str, Any]) -> None:
-    from mlflow.entities import RunTag
+    """On the run or in its tag file (`t4bench.tracking.store_tags`)."""
+    from t4bench.tracking import store_tags
 
-    entries = [RunTag(k, str(v)[:5000]) for k, v in tags.items()]
-    for start in range(0, len(entries), 100):
-        mlflow.log_batch(run_id, tags=entries[start : start + 100])
+    store_tags(mlflow, run_id, tags)
 
 
 def log_params(mlflow: Any, run_id: str, params: Mapping[str, Any]) -> None:

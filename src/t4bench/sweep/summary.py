@@ -21,6 +21,7 @@ import atexit
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -123,7 +124,10 @@ class SweepSummaryCallback(Callback):
         self._mlflow, self.exp_id = mlflow_runs.for_config(config)
         self.sweep_id = default_sweep_id(config)
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
-        run_name = f"sweep-{config.model.name}-seeds-{self.sweep_dir.name}"
+        # `seeds-<model>-<sweep folder>` (Hydra's default folder without its year), fitted to the
+        # Run Name column; the folder itself is in the parent's tag file (sweep identity)
+        folder = re.sub(r"^\d{4}-", "", self.sweep_dir.name)
+        run_name = names.fit_run_name(f"seeds-{config.model.name}-{folder}")
         identity = f"seeds:{self.sweep_dir.resolve()}"  # the same folder again: the same seed sweep
         try:
             self.parent_id = mlflow_runs.get_or_create_parent(

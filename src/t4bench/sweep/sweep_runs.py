@@ -5,6 +5,9 @@
       trial-007                 one run per trial: its parameters, per-seed distribution metrics
         trial-007-seed101       the training runs (named through tracking.run_name)
 
+Names fit the runs table's Run Name column (mlflow_names.RUN_NAME_MAX): a longer one keeps its
+head and a hash of the whole (`sweep-gnmt_ding_t~3f9a1c`); the tags keep the long identity.
+
 The parent belongs to one study: the study keeps the parent's run id as a user attribute, and the
 parent carries the study's identity tag (study name, storage and a uid made with the study), so a
 resumed sweep reopens its own parent and another study reusing the sweep id fails with one line.
@@ -32,11 +35,17 @@ TRIAL_TAG = names.TRIAL_NUMBER
 
 
 def trial_run_name(number: int) -> str:
-    return f"trial-{number:03d}"
+    return names.fit_run_name(f"trial-{number:03d}")
 
 
 def seed_run_name(number: int, seed: int) -> str:
-    return f"{trial_run_name(number)}-seed{seed}"
+    return names.fit_run_name(f"trial-{number:03d}-seed{seed}")
+
+
+def parent_run_name(study_name: str, study_uid: str) -> str:
+    """`sweep-<study>-<uid8>` fitted to the Run Name column (the study's name and identity are in
+    the parent's t4bench.optuna.study tag and its tag file)."""
+    return names.fit_run_name(f"sweep-{study_name}-{study_uid[:8]}")
 
 
 def config_tags(config: DictConfig) -> dict[str, str]:
@@ -99,7 +108,7 @@ class OptunaSweepRuns:
         if known_parent:
             return
         for run in mlflow_runs.find_runs(self.mlflow, self.exp_id, self.sweep_id, "parent"):
-            mlflow_runs.check_identity(run, self.sweep_id, self.identity)
+            mlflow_runs.check_identity(self.mlflow, run, self.sweep_id, self.identity)
 
     def study_tags(self) -> dict[str, str]:
         return {
@@ -132,7 +141,7 @@ class OptunaSweepRuns:
             self.exp_id,
             self.sweep_id,
             kind="optuna",
-            run_name=f"sweep-{self.study_name}-{self.study_uid[:8]}",
+            run_name=parent_run_name(self.study_name, self.study_uid),
             tags=self.study_tags(),
             identity=self.identity,
             reopen=reopen,
@@ -240,6 +249,8 @@ class OptunaSweepRuns:
         without one is trained from scratch; its old run stays KILLED/FAILED, marked."""
         if retry_of is None:
             return {}
+        from t4bench.tracking import run_tags
+
         try:
             old = study.trials[int(retry_of)]
             trial_run = old.user_attrs.get(TRIAL_RUN_ATTR)
@@ -251,7 +262,7 @@ class OptunaSweepRuns:
                 seed = run.data.params.get("seed")
                 if run.info.status == names.FINISHED or seed is None:
                     continue
-                if names.CHECKPOINT_DIR in run.data.tags:
+                if names.CHECKPOINT_DIR in run_tags(self.mlflow, run):
                     found[int(seed)] = str(run.info.run_id)
                 else:
                     mlflow_runs.set_tags(self.mlflow, run.info.run_id, {names.REDONE_FROM_SCRATCH: "true"})

@@ -2,9 +2,11 @@
 both arms, the best trial's parameters ("tuned") and the config's own values ("reference"), on
 seeds that the sweep never used, composed exactly as the sweep's trials were.
 
-MLflow: one validation parent `<sweep_id>-validate` (the comparison: metrics, validation.json/.md/
-.csv artifacts) holding one run per arm (`<sweep_id>-validate-best-t<N>`, `<sweep_id>-validate-
-reference`), each holding its seed runs (`tuned-seed101`, ...). Seeds whose run already finished
+MLflow: one validation parent, sweep id `<sweep_id>-validate` (the comparison: metrics,
+validation.json/.md/.csv artifacts), holding one run per arm (sweep ids `<sweep_id>-validate-best-t<N>`,
+`<sweep_id>-validate-reference`), each holding its seed runs. Run names fit the runs table's Run Name
+column: `validate-<study>-<uid8>` (fitted), `tuned-t<N>` / `reference`, `tuned-seed101`; the sweep
+id tags keep the long identity. Seeds whose run already finished
 are reused, so the command can be interrupted and run again. The comparison is holdout/report.py.
 """
 
@@ -71,12 +73,19 @@ class HoldOut:
         self.mlflow.set_terminated(run_id, status=status)
 
     def run_arm(
-        self, label: str, params: list[str], sweep_id: str, parent: str, seeds: Sequence[int], job_offset: int
+        self,
+        label: str,
+        params: list[str],
+        sweep_id: str,
+        parent: str,
+        seeds: Sequence[int],
+        job_offset: int,
+        run_name: str,
     ) -> dict[str, Any]:
         """The arm's finished seed runs for `seeds` (launching the missing ones)."""
         arm = self._parent(
             sweep_id,
-            f"validate-{label}-{self.s.study_name}",
+            names.fit_run_name(run_name),
             f"validation-arm:{label}",
             {names.VALIDATION_SET: label, mlflow_runs.PARENT: parent},
         )
@@ -93,7 +102,7 @@ class HoldOut:
                     f"seed={s}",
                     f"tracking.sweep_id={quote(sweep_id)}",
                     f"tracking.parent_run_id={arm}",
-                    f"tracking.run_name={label}-seed{s}",
+                    f"tracking.run_name={names.fit_run_name(f'{label}-seed{s}')}",
                 ]
                 for s in todo
             ]
@@ -126,7 +135,7 @@ class HoldOut:
         sweep_id = f"{self.s.sweep_id}-validate"
         parent = self._parent(
             sweep_id,
-            f"validate-{self.s.study_name}-{self.runs.study_uid[:8]}",
+            names.fit_run_name(f"validate-{self.s.study_name}-{self.runs.study_uid[:8]}"),
             "validation",
             {names.VALIDATION_BEST_TRIAL: best.number},
         )
@@ -139,9 +148,10 @@ class HoldOut:
                     parent,
                     seeds,
                     100000,
+                    f"tuned-t{best.number}",
                 ),
                 "reference": self.run_arm(
-                    "reference", [], f"{self.s.sweep_id}-validate-reference", parent, seeds, 200000
+                    "reference", [], f"{self.s.sweep_id}-validate-reference", parent, seeds, 200000, "reference"
                 ),
             }
             report = validate.build_report(
