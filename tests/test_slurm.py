@@ -21,6 +21,7 @@ from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401  # the fixtu
 from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
 from t4bench.sweep import slurm
+from t4bench.tracking import run_tags
 
 NCF_MINI = ("model=ncf", "max_epochs=1", "progress=plain", "tracking.system_metrics_interval_s=0")
 
@@ -133,8 +134,12 @@ def _sweep(tmp_path: Path, *overrides: str) -> list[str]:
     ]
 
 
+def _client(tmp_path: Path) -> MlflowClient:
+    return MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+
+
 def _runs(tmp_path: Path) -> list:  # type: ignore[type-arg]
-    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = _client(tmp_path)
     experiment = client.get_experiment_by_name("t4bench-ncf")
     if experiment is None:
         return []
@@ -166,7 +171,8 @@ def test_seed_sweep_through_slurm_finishes_every_run_with_its_job_id_as_a_local_
     runs = _runs(tmp_path)
     assert sorted(run.data.tags[names.SEED] for run in runs) == ["0", "1"]
     assert {run.info.status for run in runs} == {"FINISHED"}
-    assert {run.data.tags[names.SWEEP_LAUNCHER] for run in runs} == {"submitit_slurm"}
+    client = _client(tmp_path)
+    assert {run_tags(client, run)[names.SWEEP_LAUNCHER] for run in runs} == {"submitit_slurm"}
     jobs = {run.data.tags[names.SLURM_JOB_ID] for run in runs}
     accounted = slurm_cluster.run("sacct", "-n", "-X", "-P", "-o", "JobID,JobName").stdout.split()
     # every run's job is in Slurm's accounting, named after its seed
@@ -186,7 +192,7 @@ def test_seed_sweep_through_slurm_finishes_every_run_with_its_job_id_as_a_local_
     by_launcher: dict[str, dict[str, list[tuple[int, float]]]] = {}
     for run in _runs(tmp_path):
         assert run.info.status == "FINISHED"
-        seeds = by_launcher.setdefault(run.data.tags[names.SWEEP_LAUNCHER], {})
+        seeds = by_launcher.setdefault(run_tags(client, run)[names.SWEEP_LAUNCHER], {})
         seeds[run.data.tags[names.SEED]] = _hr_history(client, run.info.run_id)
     assert set(by_launcher) == {"submitit_slurm", "basic"}
     assert len(by_launcher["basic"]["0"]) == 1 and by_launcher["basic"]["0"] != by_launcher["basic"]["1"]
@@ -242,7 +248,7 @@ def test_two_ranks_started_by_srun_train_one_run_over_gloo(
     assert done.returncode == 0, done.stderr[-3000:]
     (run,) = _runs(tmp_path)
     assert run.info.status == "FINISHED"
-    tags = run.data.tags
+    tags = run_tags(_client(tmp_path), run)
     assert (tags[names.LAUNCHER], tags[names.WORLD_SIZE], tags[names.DIST_BACKEND]) == ("slurm", "2", "ddp/gloo")
     assert tags[names.SLURM_JOB_ID].isdigit() and tags[names.SWEEP_LAUNCHER] == slurm.NO_SWEEP
 
