@@ -3,11 +3,10 @@ contract, the reference scale's missing-data error, synthetic reference-size thr
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import DATA_ROOT, all_runs, compose, only_run
+from conftest import DATA_ROOT, ONE_THREAD, SharedRun, all_runs, compose, only_run
 
 MINI_TARGET = {"gnmt": 60.0, "transformer": 45.0}
 CONTRACT_TAGS = (
@@ -21,8 +20,6 @@ CONTRACT_TAGS = (
     "t4bench.version.torch",
 )
 EPOCH_METRICS = ("eval_quality", "eval_bleu", "train_loss", "throughput", "train_time_s", "epoch_time_s", "lr")
-# one thread per run: the two runs share the 2 CI cores
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def target_tokens_per_epoch(model: str) -> int:
@@ -38,28 +35,15 @@ def target_tokens_per_epoch(model: str) -> int:
 
 
 @pytest.mark.slow
-def test_mini_gnmt_and_transformer_reach_their_bleu_targets(run_t4bench, tmp_path: Path) -> None:
-    """Both mini models with their shipped configs, side by side (one core each), to the target."""
-    from mlflow.tracking import MlflowClient
-
-    uris = {model: f"sqlite:///{tmp_path / model}.db" for model in MINI_TARGET}
-
-    def train(model: str):  # type: ignore[no-untyped-def]
-        return run_t4bench(
-            f"model={model}",
-            "seed=0",
-            "progress=plain",
-            f"hydra.run.dir={tmp_path / model}",
-            env={**ONE_THREAD, "MLFLOW_TRACKING_URI": uris[model]},
-            timeout=1500,
-        )
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        procs = dict(zip(MINI_TARGET, pool.map(train, MINI_TARGET), strict=True))
+def test_mini_gnmt_and_transformer_reach_their_bleu_targets(translation_minis: dict[str, SharedRun]) -> None:
+    """Both mini models with their shipped configs, side by side (one core each), to the target
+    (the runs are conftest's, shared with the MLPerf compliance test)."""
+    procs = {model: run.proc for model, run in translation_minis.items()}
+    assert set(procs) == set(MINI_TARGET)
 
     for model, target in MINI_TARGET.items():
         assert "converged" in procs[model].stdout, procs[model].stdout[-2000:]
-        client = MlflowClient(uris[model])
+        client = translation_minis[model].client()
         run = only_run(client, f"t4bench-{model}")
         assert run.info.status == "FINISHED" and run.info.run_name == f"{model}-mini-cpux1-seed0"
         tags, metrics, params = run.data.tags, run.data.metrics, run.data.params

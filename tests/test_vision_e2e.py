@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import DATA_ROOT, all_runs, only_run
+from conftest import DATA_ROOT, SharedRuns, all_runs, only_run, vision_mini
 
 VISION = ("resnet50", "ssd", "maskrcnn")
 #: the README's MLflow contract
@@ -66,8 +66,10 @@ needs_mini_data = pytest.mark.skipif(
 @pytest.mark.slow
 @needs_mini_data
 @pytest.mark.parametrize("model", VISION)
-def test_mini_converges_with_the_full_contract(model, run_t4bench, mlflow_client, tmp_path: Path) -> None:
-    proc = run_t4bench(f"model={model}", "hw=cpu", "seed=1", "progress=plain")
+def test_mini_converges_with_the_full_contract(model, shared_runs: SharedRuns, tmp_path: Path) -> None:
+    # conftest's run, shared with the MLPerf compliance test
+    shared = shared_runs.get(*vision_mini(model))
+    proc, mlflow_client = shared.proc, shared.client()
     run = only_run(mlflow_client, f"t4bench-{model}")
     assert run.info.status == "FINISHED"
     assert run.info.run_name == f"{model}-mini-cpux1-seed1"
