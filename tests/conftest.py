@@ -127,21 +127,26 @@ class SharedRuns:
         return SharedRun(store, proc)
 
     def get(self, *args: str, env: Mapping[str, str] | None = None, timeout: float = 1500) -> SharedRun:
-        """The run of `python -m t4bench <args>` (made now if this session has not made it)."""
+        """The run of `python -m t4bench <args>` with `env` added (made now if this session has not
+        made it)."""
         return self.get_side_by_side([args], env=env, timeout=timeout)[0]
 
     def get_side_by_side(
         self, commands: Sequence[Sequence[str]], env: Mapping[str, str] | None = None, timeout: float = 1500
     ) -> list[SharedRun]:
         """The runs of several command lines; those not made yet run at the same time."""
-        missing = list(dict.fromkeys(tuple(c) for c in commands if tuple(c) not in self._done))
+        keys = [(*c, *(f"env:{k}={v}" for k, v in sorted((env or {}).items()))) for c in commands]
+        missing = [
+            (key, tuple(c)) for key, c in dict(zip(keys, commands, strict=True)).items() if key not in self._done
+        ]
         stores = [self.root / f"run{len(self._done) + i}" for i in range(len(missing))]
         for store in stores:
             store.mkdir()
         with ThreadPoolExecutor(max_workers=max(1, len(missing))) as pool:
-            made = pool.map(lambda job: self._run(job[0], job[1], env, timeout), zip(missing, stores, strict=True))
-            self._done.update(zip(missing, made, strict=True))
-        return [self._done[tuple(c)] for c in commands]
+            jobs = zip((args for _, args in missing), stores, strict=True)
+            made = pool.map(lambda job: self._run(job[0], job[1], env, timeout), jobs)
+            self._done.update(zip((key for key, _ in missing), made, strict=True))
+        return [self._done[key] for key in keys]
 
 
 @pytest.fixture(scope="session")
