@@ -31,12 +31,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from harness_overhead import run_context, synchronize, synthetic_config, t4bench_metrics
+from harness_overhead import (
+    BareLoop,
+    add_run_args,
+    check_run_args,
+    run_context,
+    synchronize,
+    synthetic_config,
+    t4bench_metrics,
+    timed,
+)
 from torch.utils.flop_counter import FlopCounterMode
 
 from t4bench.benchmark import benchmark_class
-from t4bench.pytorch import optim
-from t4bench.schedule import base_lr
 
 MODELS = ("resnet50", "ssd", "maskrcnn", "gnmt", "ncf", "transformer")
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -93,47 +100,22 @@ def matmul_peak_tflops(device: torch.device, size: int = 8192, reps: int = 10) -
 
 
 def bare_eager(cfg, ctx) -> tuple[float, float, int, float]:
-    """(units/s, mean loss, units per step, GFLOP per step) of a bare eager loop: the benchmark's
-    model, synthetic batch, loss and optimizer, autocast and GradScaler as configured."""
-    bench = benchmark_class(cfg)(cfg, ctx)
-    model = bench.build_model().to(ctx.device)
-    if ctx.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    model.train()
-    lr = base_lr(cfg.model.optimizer, int(cfg.model.batch_size), int(cfg.model.schedule.ref_batch_size))
-    opt = optim.build(bench.param_groups(model), cfg.model.optimizer, lr)
-    scaler = torch.amp.GradScaler(ctx.device.type, enabled=ctx.precision == "fp16")
-    batch = ctx.to_device(bench.synthetic_batch())
-    autocast = dict(
-        device_type=ctx.device.type, dtype=ctx.amp_dtype or torch.float32, enabled=ctx.amp_dtype is not None
-    )
+    """(units/s, mean loss, units per step, GFLOP per step) of a bare eager loop (`BareLoop`)."""
+    loop = BareLoop(cfg, ctx)
     loss_sum = torch.zeros((), device=ctx.device, dtype=torch.float64)
 
     def step() -> int:
-        nonlocal loss_sum
-        with torch.autocast(**autocast):
-            loss, units = bench.loss(model, batch)
-        opt.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        loss_sum += loss.detach().double()
+        loss, units = loop.step()
+        loss_sum.add_(loss.detach().double())
         return units
 
-    for _ in range(int(cfg.input.warmup_steps)):
-        step()
-    loss_sum.zero_()
-    synchronize(ctx.device)
-    started, units = time.perf_counter(), 0
-    for _ in range(int(cfg.input.steps)):
-        units += step()
-    synchronize(ctx.device)
-    rate = units / (time.perf_counter() - started)
-    mean_loss = float(loss_sum) / int(cfg.input.steps)
-    with FlopCounterMode(display=False) as counter, torch.autocast(**autocast):
-        loss, _ = bench.loss(model, batch)
+    steps = int(cfg.input.steps)
+    units, seconds = timed(step, int(cfg.input.warmup_steps), steps, ctx.device, after_warmup=loss_sum.zero_)
+    mean_loss = float(loss_sum) / steps
+    with FlopCounterMode(display=False) as counter, torch.autocast(**loop.autocast):
+        loss, _ = loop.bench.loss(loop.model, loop.batch)
         loss.backward()
-    return rate, mean_loss, units // int(cfg.input.steps), counter.get_total_flops() / 1e9
+    return units / seconds, mean_loss, units // steps, counter.get_total_flops() / 1e9
 
 
 def perf_override(cfg, choice: str) -> str:
@@ -230,25 +212,14 @@ def write_csv(rows: list[SuiteRow], path: Path) -> None:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
-    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
-    parser.add_argument("--hw", default=None, help="hardware profile (default h200 on cuda, cpu on cpu)")
-    parser.add_argument(
-        "--precision", choices=("fp32", "fp16", "bf16"), default=None, help="default: bf16 on cuda, fp32 on cpu"
-    )
+    add_run_args(parser, MODELS, "hardware profile (default h200 on cuda, cpu on cpu)", warmup=8)
     parser.add_argument("--best", default=None, help="perf config for the best column (default: the hw's; none skips)")
-    parser.add_argument("--batch", type=int, default=None, help="per-GPU batch (default: each reference config's)")
-    parser.add_argument("--steps", type=int, default=30, help="timed steps")
-    parser.add_argument("--warmup", type=int, default=8, help="untimed warm-up steps (compilation, graph capture)")
     parser.add_argument(
         "--csv", type=Path, default=None, help="output CSV (default: perf/results/gpu_suite_<gpu>_<date>.csv)"
     )
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
     args = parser.parse_args(argv)
-    if args.device == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda but torch sees no CUDA device (use --device cpu)")
-    if args.steps < 1 or args.warmup < 0 or (args.batch is not None and args.batch < 1):
-        parser.error("--steps and --batch must be >= 1, --warmup >= 0")
+    check_run_args(parser, args)
     args.hw = args.hw or ("h200" if args.device == "cuda" else "cpu")
     args.precision = args.precision or ("bf16" if args.device == "cuda" else "fp32")
     args.best = args.best or args.hw

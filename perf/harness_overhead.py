@@ -13,14 +13,17 @@ backward / step, nothing else. Prints both figures and their ratio. Needs no dat
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from hydra import compose, initialize_config_dir
@@ -121,37 +124,83 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def bare_loop_throughput(cfg: DictConfig, ctx: RunContext) -> float:
-    """Samples/s (the benchmark's units/s) of zero_grad / forward / backward / step on the
-    benchmark's synthetic batch: the same model, loss, optimizer, LR, precision and memory format."""
-    bench = benchmark_class(cfg)(cfg, ctx)
-    model = bench.build_model().to(ctx.device)
-    if ctx.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    model.train()
-    lr = base_lr(cfg.model.optimizer, int(cfg.model.batch_size), int(cfg.model.schedule.ref_batch_size))
-    opt = optim.build(bench.param_groups(model), cfg.model.optimizer, lr)
-    scaler = torch.amp.GradScaler(ctx.device.type, enabled=ctx.precision == "fp16")
-    # once, as loop.measure_throughput does (a no-op for batches generated on the device)
-    batch = ctx.to_device(bench.synthetic_batch())
+class BareLoop:
+    """The bare eager training step of a benchmark: its model, synthetic batch, loss and optimizer
+    with the same LR, precision (autocast, GradScaler) and memory format, and nothing else."""
 
-    def step() -> int:
-        with torch.autocast(ctx.device.type, dtype=ctx.amp_dtype or torch.float32, enabled=ctx.amp_dtype is not None):
-            loss, units = bench.loss(model, batch)
-        opt.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        return units
+    def __init__(self, cfg: DictConfig, ctx: RunContext) -> None:
+        self.bench = benchmark_class(cfg)(cfg, ctx)
+        model = self.bench.build_model().to(ctx.device)
+        if ctx.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        model.train()
+        self.model = model
+        lr = base_lr(cfg.model.optimizer, int(cfg.model.batch_size), int(cfg.model.schedule.ref_batch_size))
+        self.opt = optim.build(self.bench.param_groups(model), cfg.model.optimizer, lr)
+        self.scaler = torch.amp.GradScaler(ctx.device.type, enabled=ctx.precision == "fp16")
+        # once, as loop.measure_throughput does (a no-op for batches generated on the device)
+        self.batch = ctx.to_device(self.bench.synthetic_batch())
+        self.autocast: dict[str, Any] = dict(
+            device_type=ctx.device.type, dtype=ctx.amp_dtype or torch.float32, enabled=ctx.amp_dtype is not None
+        )
 
-    for _ in range(int(cfg.input.warmup_steps)):
+    def step(self) -> tuple[torch.Tensor, int]:
+        """zero_grad / forward / backward / step: (the loss, units trained)."""
+        with torch.autocast(**self.autocast):
+            loss, units = self.bench.loss(self.model, self.batch)
+        self.opt.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.opt)
+        self.scaler.update()
+        return loss, units
+
+
+def timed(
+    step: Callable[[], int],
+    warmup: int,
+    steps: int,
+    device: torch.device,
+    after_warmup: Callable[[], object] = lambda: None,
+) -> tuple[int, float]:
+    """(units, seconds) of `steps` calls of `step` (each returns its units) after `warmup` untimed
+    ones, the device synchronised around the timed calls."""
+    for _ in range(warmup):
         step()
-    synchronize(ctx.device)
+    after_warmup()
+    synchronize(device)
     started, units = time.perf_counter(), 0
-    for _ in range(int(cfg.input.steps)):
+    for _ in range(steps):
         units += step()
-    synchronize(ctx.device)
-    return units / (time.perf_counter() - started)
+    synchronize(device)
+    return units, time.perf_counter() - started
+
+
+def bare_loop_throughput(cfg: DictConfig, ctx: RunContext) -> float:
+    """Samples/s (the benchmark's units/s) of the `BareLoop` on the benchmark's synthetic batch."""
+    loop = BareLoop(cfg, ctx)
+    units, seconds = timed(lambda: loop.step()[1], int(cfg.input.warmup_steps), int(cfg.input.steps), ctx.device)
+    return units / seconds
+
+
+def add_run_args(parser: argparse.ArgumentParser, models: Sequence[str], hw_help: str, warmup: int) -> None:
+    """The options every comparison script takes: models, device, hw, precision, batch, steps."""
+    parser.add_argument("--models", nargs="+", choices=models, default=list(models))
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument("--hw", default=None, help=hw_help)
+    parser.add_argument(
+        "--precision", choices=("fp32", "fp16", "bf16"), default=None, help="default: bf16 on cuda, fp32 on cpu"
+    )
+    parser.add_argument("--batch", type=int, default=None, help="per-GPU batch (default: each reference config's)")
+    parser.add_argument("--steps", type=int, default=30, help="timed steps")
+    parser.add_argument("--warmup", type=int, default=warmup, help="untimed warm-up steps")
+
+
+def check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """`add_run_args`' values: a CUDA device that exists, steps and batch >= 1, warm-up >= 0."""
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda but torch sees no CUDA device (use --device cpu)")
+    if args.steps < 1 or args.warmup < 0 or (args.batch is not None and args.batch < 1):
+        parser.error("--steps and --batch must be >= 1, --warmup >= 0")
 
 
 def compare(overrides: list[str], out: Path) -> Comparison:

@@ -20,22 +20,14 @@ import tempfile
 from pathlib import Path
 
 import torch
-from harness_overhead import Comparison, compare
+from harness_overhead import Comparison, add_run_args, check_run_args, compare
 
 MODELS = ("resnet50", "ssd", "maskrcnn")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
-    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
-    parser.add_argument("--hw", default=None, help="hardware profile for cuda (default h200); cpu uses hw=cpu")
-    parser.add_argument(
-        "--precision", choices=("fp32", "fp16", "bf16"), default=None, help="default: bf16 on cuda, fp32 on cpu"
-    )
-    parser.add_argument("--batch", type=int, default=None, help="per-GPU batch (default: each reference config's)")
-    parser.add_argument("--steps", type=int, default=30, help="timed steps")
-    parser.add_argument("--warmup", type=int, default=5, help="untimed warm-up steps")
+    add_run_args(parser, MODELS, "hardware profile for cuda (default h200); cpu uses hw=cpu", warmup=5)
     parser.add_argument(
         "--out",
         type=Path,
@@ -46,10 +38,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "overrides", nargs="*", help="extra Hydra overrides for every model, e.g. model.channels_last=false"
     )
     args = parser.parse_args(argv)
-    if args.device == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda but torch sees no CUDA device (use --device cpu)")
-    if args.steps < 1 or args.warmup < 0 or (args.batch is not None and args.batch < 1):
-        parser.error("--steps and --batch must be >= 1, --warmup >= 0")
+    check_run_args(parser, args)
     return args
 
 

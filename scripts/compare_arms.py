@@ -11,19 +11,19 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from t4bench.sweep import mlflow_runs
+from t4bench.sweep import mlflow_layout
 from t4bench.sweep.holdout import report
 
 
 def main() -> None:
     uri, tuned_id, ref_id, lo, hi, label, out = sys.argv[1:8]
     seeds = list(range(int(lo), int(hi) + 1))
-    client = mlflow_runs.client(uri)
-    exp = mlflow_runs.experiment_id(uri, "t4bench-ncf")
+    client = mlflow_layout.client(uri)
+    exp = mlflow_layout.experiment_id(uri, "t4bench-ncf")
     arms = {}
     for arm, sweep_id in (("tuned", tuned_id), ("reference", ref_id)):
         results = sorted(
-            (r for r in mlflow_runs.seed_results(client, exp, sweep_id) if r["seed"] in seeds),
+            (r for r in mlflow_layout.seed_results(client, exp, sweep_id) if r["seed"] in seeds),
             key=lambda r: r["seed"],
         )
         assert [r["seed"] for r in results] == seeds, (arm, sweep_id, [r["seed"] for r in results])

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -81,6 +83,95 @@ def run_cli(
         text=True,
         timeout=timeout,
     )
+
+
+@dataclass(frozen=True)
+class SharedRun:
+    """A finished real run that several tests read: its MLflow store is `<store>/mlflow.db`, its
+    Hydra run folder `<store>/run`."""
+
+    store: Path
+    proc: subprocess.CompletedProcess[str]
+
+    @property
+    def uri(self) -> str:
+        return f"sqlite:///{self.store / 'mlflow.db'}"
+
+    @property
+    def mlperf_log(self) -> Path:
+        return self.store / "run" / "mlperf.log"
+
+    def client(self):  # type: ignore[no-untyped-def]
+        from mlflow.tracking import MlflowClient
+
+        return MlflowClient(self.uri)
+
+
+class SharedRuns:
+    """Expensive end-to-end runs made once per test session, whichever test file asks first: the
+    same command line gets the same finished run (the tests only read it)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._done: dict[tuple[str, ...], SharedRun] = {}
+
+    def _run(self, args: tuple[str, ...], store: Path, env: Mapping[str, str] | None, timeout: float) -> SharedRun:
+        # the thread count the caller's environment gives (run_cli's default is one thread)
+        threads = {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(os.cpu_count() or 1))}
+        proc = run_cli(*args, store=store, env={**threads, **(env or {})}, timeout=timeout)
+        if proc.returncode != 0:
+            raise AssertionError(
+                f"t4bench {' '.join(args)} exited {proc.returncode}\n"
+                f"--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-4000:]}"
+            )
+        return SharedRun(store, proc)
+
+    def get(self, *args: str, env: Mapping[str, str] | None = None, timeout: float = 1500) -> SharedRun:
+        """The run of `python -m t4bench <args>` with `env` added (made now if this session has not
+        made it)."""
+        return self.get_side_by_side([args], env=env, timeout=timeout)[0]
+
+    def get_side_by_side(
+        self, commands: Sequence[Sequence[str]], env: Mapping[str, str] | None = None, timeout: float = 1500
+    ) -> list[SharedRun]:
+        """The runs of several command lines; those not made yet run at the same time."""
+        keys = [(*c, *(f"env:{k}={v}" for k, v in sorted((env or {}).items()))) for c in commands]
+        missing = [
+            (key, tuple(c)) for key, c in dict(zip(keys, commands, strict=True)).items() if key not in self._done
+        ]
+        stores = [self.root / f"run{len(self._done) + i}" for i in range(len(missing))]
+        for store in stores:
+            store.mkdir()
+        with ThreadPoolExecutor(max_workers=max(1, len(missing))) as pool:
+            jobs = zip((args for _, args in missing), stores, strict=True)
+            made = pool.map(lambda job: self._run(job[0], job[1], env, timeout), jobs)
+            self._done.update(zip((key for key, _ in missing), made, strict=True))
+        return [self._done[key] for key in keys]
+
+
+@pytest.fixture(scope="session")
+def shared_runs(tmp_path_factory: pytest.TempPathFactory) -> SharedRuns:
+    return SharedRuns(tmp_path_factory.mktemp("shared_runs"))
+
+
+#: the mini vision run every file that needs a converged one reads (test_vision_e2e, the MLPerf
+#: compliance test)
+def vision_mini(model: str) -> tuple[str, ...]:
+    return (f"model={model}", "hw=cpu", "seed=1", "progress=plain")
+
+
+#: the mini translation runs to their shipped BLEU targets, both at once with one thread each (the
+#: 2 CI cores), read by test_translation and the MLPerf compliance test
+TRANSLATION_MINIS = ("gnmt", "transformer")
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+@pytest.fixture(scope="session")
+def translation_minis(shared_runs: SharedRuns) -> dict[str, SharedRun]:
+    runs = shared_runs.get_side_by_side(
+        [(f"model={m}", "seed=0", "progress=plain") for m in TRANSLATION_MINIS], env=ONE_THREAD
+    )
+    return dict(zip(TRANSLATION_MINIS, runs, strict=True))
 
 
 RunT4bench = Callable[..., subprocess.CompletedProcess[str]]

@@ -206,7 +206,7 @@ def test_system_metrics_that_cannot_start_say_so_in_one_console_line(tmp_path: P
 
 def test_a_sweep_parent_of_hw_auto_is_tagged_with_the_profile_its_runs_train_on() -> None:
     from t4bench import hardware
-    from t4bench.sweep.sweep_runs import config_tags
+    from t4bench.sweep.optuna_runs import config_tags
     from tests.conftest import compose
 
     tags = config_tags(compose(["hw=auto", "model=gnmt"]))
@@ -273,7 +273,7 @@ def test_run_names_fit_the_run_name_column() -> None:
     from omegaconf import OmegaConf
 
     from t4bench import mlflow_names as names
-    from t4bench.sweep.sweep_runs import parent_run_name, seed_run_name
+    from t4bench.sweep.optuna_runs import parent_run_name, seed_run_name
     from t4bench.tracking import default_run_name
     from tests.conftest import compose
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import conftest
 import pytest
 from conftest import DATA_ROOT, all_runs
 
@@ -97,9 +98,20 @@ def test_default_run_converges_with_the_full_contract(run_t4bench, mlflow_client
     assert '"status": "success"' in mllog.splitlines()[-1]
 
 
-def test_same_seed_same_metrics(run_t4bench, mlflow_client) -> None:
+@pytest.fixture(scope="module")
+def seed11_twice(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """One store with two identical runs: seed 11, two epochs, a target the mini never reaches."""
+    from mlflow.tracking import MlflowClient
+
+    store = tmp_path_factory.mktemp("seed11")
     for _ in range(2):
-        run_t4bench("seed=11", "max_epochs=2", "model.target.hr_at_10=0.99")
+        proc = conftest.run_cli("seed=11", "max_epochs=2", "model.target.hr_at_10=0.99", store=store)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    return MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+
+
+def test_same_seed_same_metrics(seed11_twice) -> None:  # type: ignore[no-untyped-def]
+    mlflow_client = seed11_twice
     runs = all_runs(mlflow_client, EXPERIMENT)
     histories = [[p.value for p in mlflow_client.get_metric_history(r.info.run_id, "eval_quality")] for r in runs]
     assert len(histories) == 2 and len(histories[0]) == 2
@@ -108,13 +120,15 @@ def test_same_seed_same_metrics(run_t4bench, mlflow_client) -> None:
     assert losses[0] == losses[1]
 
 
-def test_target_not_reached_is_not_converged(run_t4bench, mlflow_client) -> None:
-    run_t4bench("max_epochs=1", "model.target.hr_at_10=0.99")
-    run = only_run(mlflow_client)
-    assert run.info.status == "FINISHED"
-    assert run.data.tags["t4bench.outcome"] == "not_converged"
-    assert run.data.metrics["converged"] == 0.0
-    assert math.isnan(run.data.metrics["epochs_to_converge"])
+def test_target_not_reached_is_not_converged(seed11_twice) -> None:  # type: ignore[no-untyped-def]
+    # the runs above: max_epochs ran out before the target
+    runs = all_runs(seed11_twice, EXPERIMENT)
+    assert len(runs) == 2
+    for run in runs:
+        assert run.info.status == "FINISHED"
+        assert run.data.tags["t4bench.outcome"] == "not_converged"
+        assert run.data.metrics["converged"] == 0.0
+        assert math.isnan(run.data.metrics["epochs_to_converge"])
 
 
 def test_exception_ends_the_run_failed(run_t4bench, mlflow_client) -> None:
@@ -185,8 +199,13 @@ def test_synthetic_mode_logs_throughput_only(run_t4bench, mlflow_client) -> None
     assert "eval_quality" not in run.data.metrics
 
 
-def test_eval_every_quarter_evaluates_four_times_an_epoch(run_t4bench, mlflow_client, tmp_path: Path) -> None:
-    run_t4bench("model=ncf", "hw=cpu", "seed=3", "eval_every=0.25")
+def quarter_epoch_run(shared_runs: conftest.SharedRuns, seed: int) -> conftest.SharedRun:
+    """The mini to target with a quarter-epoch cadence (seed 3 is read by both tests below)."""
+    return shared_runs.get("model=ncf", "hw=cpu", f"seed={seed}", "eval_every=0.25")
+
+
+def test_eval_every_quarter_evaluates_four_times_an_epoch(shared_runs: conftest.SharedRuns, tmp_path: Path) -> None:
+    mlflow_client = quarter_epoch_run(shared_runs, 3).client()
     run = only_run(mlflow_client)
     assert run.data.tags["t4bench.outcome"] == "converged"
     history = mlflow_client.get_metric_history(run.info.run_id, "epoch")
@@ -207,12 +226,12 @@ def test_eval_every_quarter_evaluates_four_times_an_epoch(run_t4bench, mlflow_cl
     assert run.data.metrics["epochs_run"] == converged_at
 
 
-def test_eval_every_finds_a_fractional_epochs_to_converge(run_t4bench, mlflow_client) -> None:
+def test_eval_every_finds_a_fractional_epochs_to_converge(shared_runs: conftest.SharedRuns) -> None:
     """With a quarter-epoch cadence the target is seen where it is first met, not at the end of
     that epoch: over two seeds at least one converges within an epoch (not on a whole number)."""
-    for seed in (3, 4):
-        run_t4bench("model=ncf", "hw=cpu", f"seed={seed}", "eval_every=0.25")
-    values = [r.data.metrics["epochs_to_converge"] for r in all_runs(mlflow_client, EXPERIMENT)]
+    values = [
+        only_run(quarter_epoch_run(shared_runs, seed).client()).data.metrics["epochs_to_converge"] for seed in (3, 4)
+    ]
     assert all(abs(v * 4 - round(v * 4)) < 4e-3 for v in values), values
     assert any(abs(v - round(v)) > 0.2 for v in values), values
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from t4bench import runs
+from t4bench.runs import liveness as runs
 from t4bench.tracking import run_tags
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,7 +29,7 @@ ENV = {
 CHILD = textwrap.dedent("""
     import sys, time
     from mlflow.tracking import MlflowClient
-    from t4bench.runs import Heartbeat
+    from t4bench.runs.liveness import Heartbeat
     client = MlflowClient(sys.argv[1])
     found = client.get_experiment_by_name("victims")
     experiment = found.experiment_id if found else client.create_experiment("victims")

@@ -3,7 +3,6 @@ contract, the reference scale's missing-data error, synthetic reference-size thr
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ CONTRACT_TAGS = (
     "t4bench.version.torch",
 )
 EPOCH_METRICS = ("eval_quality", "eval_bleu", "train_loss", "throughput", "train_time_s", "epoch_time_s", "lr")
-# one thread per run: the two runs share the 2 CI cores
+# one thread per run (the synthetic case; the mini runs are conftest's, with one thread each)
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
@@ -40,24 +39,13 @@ def target_tokens_per_epoch(model: str) -> int:
 
 
 @pytest.mark.slow
-def test_mini_gnmt_and_transformer_reach_their_bleu_targets(run_t4bench, tmp_path: Path) -> None:
-    """Both mini models with their shipped configs, side by side (one core each), to the target."""
+def test_mini_gnmt_and_transformer_reach_their_bleu_targets(translation_minis) -> None:  # type: ignore[no-untyped-def]
+    """Both mini models with their shipped configs, side by side (one core each), to the target
+    (conftest's runs, shared with the MLPerf compliance test)."""
     from mlflow.tracking import MlflowClient
 
-    uris = {model: f"sqlite:///{tmp_path / model}.db" for model in MINI_TARGET}
-
-    def train(model: str):  # type: ignore[no-untyped-def]
-        return run_t4bench(
-            f"model={model}",
-            "seed=0",
-            "progress=plain",
-            f"hydra.run.dir={tmp_path / model}",
-            env={**ONE_THREAD, "MLFLOW_TRACKING_URI": uris[model]},
-            timeout=1500,
-        )
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        procs = dict(zip(MINI_TARGET, pool.map(train, MINI_TARGET), strict=True))
+    uris = {model: translation_minis[model].uri for model in MINI_TARGET}
+    procs = {model: translation_minis[model].proc for model in MINI_TARGET}
 
     for model, target in MINI_TARGET.items():
         assert "converged" in procs[model].stdout, procs[model].stdout[-2000:]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import conftest
 import pytest
 from conftest import DATA_ROOT, all_runs, only_run
 
@@ -68,8 +69,10 @@ needs_mini_data = pytest.mark.skipif(
 @pytest.mark.slow
 @needs_mini_data
 @pytest.mark.parametrize("model", VISION)
-def test_mini_converges_with_the_full_contract(model, run_t4bench, mlflow_client, tmp_path: Path) -> None:
-    proc = run_t4bench(f"model={model}", "hw=cpu", "seed=1", "progress=plain")
+def test_mini_converges_with_the_full_contract(model, shared_runs, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # conftest's run, shared with the MLPerf compliance test
+    shared = shared_runs.get(*conftest.vision_mini(model))
+    proc, mlflow_client = shared.proc, shared.client()
     run = only_run(mlflow_client, f"t4bench-{model}")
     assert run.info.status == "FINISHED"
     # the model is left out of a name too long for the Run Name column (the experiment names it)

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from t4bench import baselines
 from t4bench import mlflow_names as names
@@ -112,6 +112,45 @@ class Steps(Protocol):
     def agree(self, stop: str | None) -> str | None:
         """Rank 0's stop (an outcome, or None: go on), the same on every rank."""
         ...
+
+
+class Trainer(Protocol):
+    """What the shared half of an adapter needs from a framework's trainer."""
+
+    global_batch: int
+    samples_seen: int
+
+    def evaluate(self) -> dict[str, float]: ...
+
+
+T = TypeVar("T", bound=Trainer)
+
+
+class TrainerSteps(Generic[T]):
+    """The half of `Steps` that is the same in every framework: the batch counts and evaluation
+    come straight from the trainer, an epoch's batches from the benchmark. A framework's adapter
+    adds `train`, `barrier` and `agree`."""
+
+    def __init__(self, bench: Benchmark, trainer: T) -> None:
+        self.bench, self.trainer = bench, trainer
+        self.batches: Any = ()
+        self.iterator: Iterator[Any] = iter(())
+
+    @property
+    def global_batch(self) -> int:
+        return self.trainer.global_batch
+
+    @property
+    def samples_seen(self) -> int:
+        return self.trainer.samples_seen
+
+    def begin_epoch(self, epoch: int) -> int:
+        self.batches = self.bench.train_batches(epoch)
+        self.iterator = iter(self.batches)
+        return len(self.batches)
+
+    def evaluate(self) -> dict[str, float]:
+        return self.trainer.evaluate()
 
 
 @dataclass

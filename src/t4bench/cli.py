@@ -151,7 +151,7 @@ def _report(argv: Sequence[str]) -> int:
 
 
 def _runs(argv: Sequence[str]) -> int:
-    from t4bench.runs import main
+    from t4bench.runs.__main__ import main
 
     return main(argv)
 

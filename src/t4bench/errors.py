@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
-from typing import NoReturn
+from collections.abc import Callable
+from typing import NoReturn, TypeVar
+
+T = TypeVar("T")
 
 
 class T4BenchError(Exception):
@@ -41,3 +45,20 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         print(f"t4bench: error: {message} (see {self.prog} --help)", file=sys.stderr)
         sys.exit(2)
+
+
+def one_line(what: str, fn: Callable[[], T], where: object = "") -> tuple[T | None, int]:
+    """`fn()` for a command line: (its result, 0), or, after one line `t4bench: error: WHAT: ...`
+    on stderr, (None, exit status): 2 for bad input (a `T4BenchError`), 1 for a command that
+    failed (`CalledProcessError`) or the disk (`OSError`: a read-only or full folder, named by
+    the error's file, else by `where`)."""
+    try:
+        return fn(), 0
+    except T4BenchError as err:
+        message, status = str(err), 2
+    except subprocess.CalledProcessError as err:  # pip download (no index reachable, ...)
+        message, status = f"`{' '.join(map(str, err.cmd))}` failed (exit {err.returncode})", 1
+    except OSError as err:
+        message, status = f"{err.strerror or err}: {err.filename or where}", 1
+    print(f"t4bench: error: {what}: {message}", file=sys.stderr)
+    return None, status

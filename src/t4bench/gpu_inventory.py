@@ -6,9 +6,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from t4bench import mlflow_names
+
+T = TypeVar("T")
 
 
 def nvml_try(fn: Callable[..., Any], *args: Any) -> Any:
@@ -69,9 +71,9 @@ def inventory(nvml: ModuleType, handles: Sequence[Any]) -> dict[str, str]:
     return tags
 
 
-def nvml_memory_gib() -> tuple[list[float] | None, str]:
-    """Total memory (GiB) of each GPU NVML sees, or (None, reason) where NVML is not usable.
-    Every GPU, not only CUDA_VISIBLE_DEVICES': packing checks against the smallest."""
+def nvml_read(read: Callable[[ModuleType, list[Any]], T]) -> tuple[T | None, str]:
+    """`read(pynvml, handles of every GPU)` between nvmlInit and nvmlShutdown, or (None, reason)
+    where NVML is not usable here (no pynvml, no driver, a failing query)."""
     try:
         import pynvml
     except ImportError as err:
@@ -81,10 +83,20 @@ def nvml_memory_gib() -> tuple[list[float] | None, str]:
     except pynvml.NVMLError as err:
         return None, str(err)
     try:
-        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
-        return [float(pynvml.nvmlDeviceGetMemoryInfo(h).total) / 2**30 for h in handles], ""
+        return read(pynvml, [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]), ""
     except pynvml.NVMLError as err:
         return None, str(err)
     finally:
         with contextlib.suppress(pynvml.NVMLError):
             pynvml.nvmlShutdown()
+
+
+def nvml_memory_gib() -> tuple[list[float] | None, str]:
+    """Total memory (GiB) of each GPU NVML sees, or (None, reason) where NVML is not usable.
+    Every GPU, not only CUDA_VISIBLE_DEVICES': packing checks against the smallest."""
+    return nvml_read(lambda nvml, handles: [float(nvml.nvmlDeviceGetMemoryInfo(h).total) / 2**30 for h in handles])
+
+
+def nvml_names() -> tuple[list[str] | None, str]:
+    """The name of each GPU NVML sees (every GPU, CUDA_VISIBLE_DEVICES not applied)."""
+    return nvml_read(lambda nvml, handles: [_text(nvml.nvmlDeviceGetName(h)) for h in handles])

@@ -11,7 +11,6 @@ naming what was asked and what was found; `hw.strict=false` runs anyway and the 
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import re
@@ -22,6 +21,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from t4bench import gpu_inventory
 from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
 
@@ -74,26 +74,10 @@ class Check:
 
 
 def nvml_gpu_names() -> tuple[list[str] | None, str]:
-    """GPU names from NVML, or (None, reason) when NVML is not usable here."""
-    try:
-        import pynvml
-    except ImportError as err:
-        return None, f"pynvml not importable ({err}); pip install nvidia-ml-py"
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as err:
-        return None, str(err)
-    try:
-        names = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(index))
-            names.append(name.decode() if isinstance(name, bytes) else str(name))
-        return _visible(names), ""
-    except pynvml.NVMLError as err:
-        return None, str(err)
-    finally:
-        with contextlib.suppress(pynvml.NVMLError):
-            pynvml.nvmlShutdown()
+    """GPU names from NVML (those CUDA_VISIBLE_DEVICES leaves), or (None, reason) when NVML is not
+    usable here."""
+    found, why = gpu_inventory.nvml_names()
+    return (None, why) if found is None else (_visible(found), "")
 
 
 def _visible(names: list[str]) -> list[str]:

@@ -85,7 +85,7 @@ PID_START = "t4bench.pid_start"
 PID_NAMESPACE = "t4bench.pid_namespace"
 REPAIRED = "t4bench.repaired"
 
-# --- tags of sweeps (layout in t4bench.sweep.mlflow_runs) --------------------------------------
+# --- tags of sweeps (layout in t4bench.sweep.mlflow_layout) ------------------------------------
 SWEEP_ROLE = "t4bench.sweep_role"
 SWEEP_KIND = "t4bench.sweep_kind"
 #: what a parent run belongs to: "optuna:<study>@<storage>#<study uid>", "seeds:<sweep dir>", ...

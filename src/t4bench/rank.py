@@ -16,7 +16,7 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from t4bench import frameworks, hardware, runs, seeding, telemetry
+from t4bench import frameworks, hardware, seeding, telemetry
 from t4bench import mlflow_names as names
 from t4bench.benchmark import Benchmark, benchmark_class
 from t4bench.errors import RunTerminated, T4BenchError
@@ -24,6 +24,7 @@ from t4bench.frameworks import RankSession, RunServices, TrainResult
 from t4bench.mlperf import MLPerfLog, constants
 from t4bench.progress import ProgressReporter
 from t4bench.run_env import RunEnvironment
+from t4bench.runs import liveness
 from t4bench.signals import sigterm_raises
 from t4bench.tracking import RunTracker, contract_tags, resolved_config
 
@@ -81,7 +82,7 @@ class RankRecords:
         self.status, self.outcome = names.FAILED, names.OUTCOME_FAILED
         self.result: TrainResult | None = None
         self.energy: dict[str, float] = {}
-        self.heartbeat: runs.Heartbeat | None = None
+        self.heartbeat: liveness.Heartbeat | None = None
 
     def open(self, session: RankSession, bench_cls: type[Benchmark]) -> str:
         """The MLPerf init, the MLflow run (made, or adopted) with its tags, telemetry; the run id."""
@@ -91,7 +92,7 @@ class RankRecords:
         if env.is_main:
             self.telemetry = self._start_telemetry(run_id)
             if run_id:  # host/pid/heartbeat tags: `python -m t4bench.runs repair` closes it if this process dies
-                self.heartbeat = runs.Heartbeat(str(cfg.tracking.uri), run_id).start()
+                self.heartbeat = liveness.Heartbeat(str(cfg.tracking.uri), run_id).start()
             self.mlperf.window = self.telemetry
         global_batch = int(cfg.model.batch_size) * env.world_size
         self.tracker.set_tags(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from t4bench.data import coco, movielens, wmt
 from t4bench.data.checks import DataError, open_rgb
-from t4bench.errors import ArgumentParser, DatasetMissingError, T4BenchError
+from t4bench.errors import ArgumentParser, DatasetMissingError, one_line
 
 _IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png")
 
@@ -86,16 +86,16 @@ def default_dir(name: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(prog="python -m t4bench.data.check", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = ArgumentParser(
+        prog="python -m t4bench.data.check", description=__doc__.splitlines()[0] if __doc__ else None
+    )
     parser.add_argument("name", choices=sorted(CHECKS), metavar="NAME", help=", ".join(CHECKS))
     parser.add_argument("directory", nargs="?", type=Path, help="default: where scale=reference reads it")
     args = parser.parse_args(argv)
     directory = args.directory or default_dir(args.name)
-    try:
-        summary = CHECKS[args.name][0](directory)
-    except T4BenchError as err:
-        print(f"t4bench: error: check {args.name}: {err}", file=sys.stderr)
-        return 2
+    summary, status = one_line(f"check {args.name}", lambda: CHECKS[args.name][0](directory), directory)
+    if summary is None:
+        return status
     print(f"{args.name}: complete at {directory} ({summary})")
     return 0
 

@@ -11,14 +11,14 @@ docs/reference_data.md); OUT defaults to where conf/model_scale/*_reference.yaml
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from t4bench.errors import ArgumentParser, T4BenchError
+from t4bench.errors import ArgumentParser, one_line
 
 DATASETS: dict[str, str] = {
     "movielens-100k": "t4bench.data.movielens",
@@ -32,7 +32,9 @@ FROM_DOWNLOADS = ("wmt16", "wmt17")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(prog="python -m t4bench.data.prepare", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = ArgumentParser(
+        prog="python -m t4bench.data.prepare", description=__doc__.splitlines()[0] if __doc__ else None
+    )
     parser.add_argument("names", nargs="*", metavar="NAME", help=f"default: all of {', '.join(DATASETS)}")
     parser.add_argument(
         "--data-root",
@@ -55,23 +57,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--from, --out and --vocab-size are for {' and '.join(FROM_DOWNLOADS)} only")
     for name in args.names or DATASETS:
         started = time.perf_counter()
-        try:
-            importlib.import_module(DATASETS[name]).prepare(args.data_root.resolve())
-        except T4BenchError as err:  # a missing or damaged source, named by the module
-            print(f"t4bench: error: prepare {name}: {err}", file=sys.stderr)
-            return 2
-        except subprocess.CalledProcessError as err:  # pip download (no index reachable, ...)
-            print(
-                f"t4bench: error: prepare {name}: `{' '.join(map(str, err.cmd))}` failed (exit {err.returncode})",
-                file=sys.stderr,
-            )
-            return 1
-        except OSError as err:  # a read-only or full data root
-            print(
-                f"t4bench: error: prepare {name}: {err.strerror or err}: {err.filename or args.data_root}",
-                file=sys.stderr,
-            )
-            return 1
+        module = importlib.import_module(DATASETS[name])
+        # a missing or damaged source (2), a failed pip download, a read-only or full data root (1)
+        _, status = one_line(
+            f"prepare {name}", functools.partial(module.prepare, args.data_root.resolve()), args.data_root
+        )
+        if status:
+            return status
         print(f"prepared {name} in {args.data_root} ({time.perf_counter() - started:.1f}s)")
     return 0
 
@@ -83,14 +75,11 @@ def _from_downloads(parser: argparse.ArgumentParser, args: argparse.Namespace, n
         parser.error(f"{'/'.join(FROM_DOWNLOADS)} are prepared one at a time, with --from DIR")
     name = names[0]
     out = args.out or args.data_root / wmt.CORPORA[name].directory
-    try:
-        manifest = wmt.prepare_from(name, args.source, out, args.vocab_size)
-    except T4BenchError as err:
-        print(f"t4bench: error: prepare {name}: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:
-        print(f"t4bench: error: prepare {name}: {err.strerror or err}: {err.filename or out}", file=sys.stderr)
-        return 1
+    manifest, status = one_line(
+        f"prepare {name}", lambda: wmt.prepare_from(name, args.source, out, args.vocab_size), out
+    )
+    if manifest is None:
+        return status
     print(f"prepared {name} in {out}: {manifest['train_pairs']} training pairs, {manifest['test_pairs']} test pairs")
     dropped = int(str(manifest["dropped_pairs"]))
     if dropped:  # said, not only written to the manifest: damaged downloads do not pass silently

@@ -103,26 +103,35 @@ def _write(directory: Path, name: str, lines: Iterable[str]) -> None:
     (directory / name).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
-def train_sentencepiece(directory: Path, sentences: Iterable[str], vocab_size: int) -> None:
+#: the tokenizer every translation set gets (the minis and the WMT corpora): BPE over both sides,
+#: ids pad 0 / unk 1 / bos 2 / eos 3 as the models expect
+SPM_SETTINGS: dict[str, Any] = {
+    "model_type": "bpe",
+    "character_coverage": 1.0,
+    "pad_id": 0,
+    "unk_id": 1,
+    "bos_id": 2,
+    "eos_id": 3,
+    "hard_vocab_limit": False,
+    "num_threads": 2,
+    "minloglevel": 2,
+}
+
+
+def run_sentencepiece(vocab_size: int, **source: Any) -> None:
+    """Train the tokenizer with `SPM_SETTINGS`; `source` says where the sentences come from and
+    where the model goes (sentencepiece's own keyword names)."""
     import sentencepiece as spm
 
+    spm.SentencePieceTrainer.train(vocab_size=vocab_size, **SPM_SETTINGS, **source)
+
+
+def train_sentencepiece(directory: Path, sentences: Iterable[str], vocab_size: int) -> None:
     # written through model_writer so the file does not record the output path: the same
     # bytes wherever the data root is
     model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(list(sentences)),
-        model_writer=model,
-        vocab_size=vocab_size,
-        model_type="bpe",
-        character_coverage=1.0,
-        pad_id=0,
-        unk_id=1,
-        bos_id=2,
-        eos_id=3,
-        hard_vocab_limit=False,
-        num_threads=2,
-        shuffle_input_sentence=False,
-        minloglevel=2,
+    run_sentencepiece(
+        vocab_size, sentence_iterator=iter(list(sentences)), model_writer=model, shuffle_input_sentence=False
     )
     (directory / "spm.model").write_bytes(model.getvalue())
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from t4bench.data.checks import DataError, read_parallel
+from t4bench.data.translation import run_sentencepiece
 from t4bench.errors import DatasetMissingError
 
 #: pairs with more words than this on either side are dropped, as Moses' clean-corpus-n.perl
@@ -138,24 +139,13 @@ def _keep(en: str, de: str) -> bool:
 
 
 def _train_spm(out: Path, vocab_size: int) -> None:
-    import sentencepiece as spm
-
-    spm.SentencePieceTrainer.train(
+    run_sentencepiece(
+        vocab_size,
         input=[str(out / "train.src"), str(out / "train.tgt")],
         model_prefix=str(out / "spm"),
-        vocab_size=vocab_size,
-        model_type="bpe",
-        character_coverage=1.0,
-        pad_id=0,
-        unk_id=1,
-        bos_id=2,
-        eos_id=3,
         # the full corpus is too big to fit: sample it; an excerpt gets a smaller vocabulary
         input_sentence_size=SPM_SAMPLE,
         shuffle_input_sentence=True,
-        hard_vocab_limit=False,
-        num_threads=2,
-        minloglevel=2,
     )
     (out / "spm.vocab").unlink(missing_ok=True)
 

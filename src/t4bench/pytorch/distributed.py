@@ -10,6 +10,7 @@ same with 1 or N ranks and with either backend.
 from __future__ import annotations
 
 import types
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -26,10 +27,19 @@ HOROVOD_INSTALL_HINT = (
     "needs cmake, g++, openmpi-bin, libopenmpi-dev; ~6 min), or use dist=ddp"
 )
 
-#: horovod.torch once `use_horovod` ran (dist=horovod), else None
-_hvd: ModuleType | None = None
-#: Horovod compression for DistributedOptimizer ("none" | "fp16")
-_hvd_compression = "none"
+
+@dataclass
+class HorovodBinding:
+    """Whether this process's helpers go through Horovod: `hvd` is horovod.torch once
+    `use_horovod` ran (dist=horovod), else None; `compression` is DistributedOptimizer's
+    ("none" | "fp16")."""
+
+    hvd: ModuleType | None = None
+    compression: str = "none"
+
+
+#: the process's binding: one per process, as torch.distributed's process group is
+HOROVOD = HorovodBinding()
 
 
 def import_horovod() -> ModuleType:
@@ -42,12 +52,11 @@ def import_horovod() -> ModuleType:
 
 def use_horovod(hvd: ModuleType | None, compression: str = "none") -> None:
     """Route every helper through Horovod (called by `launch.init_process_group` after hvd.init)."""
-    global _hvd, _hvd_compression
-    _hvd, _hvd_compression = hvd, compression
+    HOROVOD.hvd, HOROVOD.compression = hvd, compression
 
 
 def backend() -> str:
-    if _hvd is not None:
+    if HOROVOD.hvd is not None:
         return "horovod"
     if active():
         return str(dist.get_backend())
@@ -55,30 +64,31 @@ def backend() -> str:
 
 
 def active() -> bool:
-    if _hvd is not None:
+    if HOROVOD.hvd is not None:
         return True
     return dist.is_available() and dist.is_initialized()
 
 
 def rank() -> int:
-    if _hvd is not None:
-        return int(_hvd.rank())
+    if HOROVOD.hvd is not None:
+        return int(HOROVOD.hvd.rank())
     return dist.get_rank() if active() else 0
 
 
 def world_size() -> int:
-    if _hvd is not None:
-        return int(_hvd.size())
+    if HOROVOD.hvd is not None:
+        return int(HOROVOD.hvd.size())
     return dist.get_world_size() if active() else 1
 
 
 def _reduce(values: list[float], op: str, device: torch.device) -> list[float]:
     if not active() or world_size() == 1:
         return [float(v) for v in values]
-    if _hvd is not None:
+    hvd = HOROVOD.hvd
+    if hvd is not None:
         tensor = torch.tensor(values, dtype=torch.float64)  # Horovod CPU ops; the values are tiny
-        hvd_op = _hvd.Sum if op == "sum" else _hvd.Max
-        return _hvd.allreduce(tensor, op=hvd_op, name=f"{__name__}.reduce_{op}").tolist()
+        hvd_op = hvd.Sum if op == "sum" else hvd.Max
+        return hvd.allreduce(tensor, op=hvd_op, name=f"{__name__}.reduce_{op}").tolist()
     tensor = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
     return tensor.tolist()
@@ -96,8 +106,8 @@ def broadcast_object(obj: T, src: int = 0) -> T:
     """Rank `src`'s object on every rank (eval metrics, the MLflow run id, the output dir)."""
     if not active() or world_size() == 1:
         return obj
-    if _hvd is not None:
-        return _hvd.broadcast_object(obj, root_rank=src)
+    if HOROVOD.hvd is not None:
+        return HOROVOD.hvd.broadcast_object(obj, root_rank=src)
     holder = [obj]
     dist.broadcast_object_list(holder, src=src)
     return holder[0]
@@ -106,8 +116,8 @@ def broadcast_object(obj: T, src: int = 0) -> T:
 def barrier() -> None:
     if not active() or world_size() == 1:
         return
-    if _hvd is not None:
-        _hvd.barrier()
+    if HOROVOD.hvd is not None:
+        HOROVOD.hvd.barrier()
     else:
         dist.barrier()
 
@@ -120,8 +130,8 @@ def wrap_for_data_parallel(model: torch.nn.Module, device: torch.device) -> torc
     """
     if not active() or world_size() == 1:
         return model
-    if _hvd is not None:
-        _hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    if HOROVOD.hvd is not None:
+        HOROVOD.hvd.broadcast_parameters(model.state_dict(), root_rank=0)
         return model
     from torch.nn.parallel import DistributedDataParallel
 
@@ -136,15 +146,16 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
 def wrap_optimizer(optimizer: torch.optim.Optimizer, model: torch.nn.Module) -> torch.optim.Optimizer:
     """Horovod: `hvd.DistributedOptimizer` (allreduce of gradients, averaged) and a broadcast of
     rank 0's optimizer state. DDP reduces in backward and needs nothing."""
-    if _hvd is None or world_size() == 1:
+    hvd = HOROVOD.hvd
+    if hvd is None or world_size() == 1:
         return optimizer
-    compression = _hvd.Compression.fp16 if _hvd_compression == "fp16" else _hvd.Compression.none
-    wrapped = _hvd.DistributedOptimizer(
+    compression = hvd.Compression.fp16 if HOROVOD.compression == "fp16" else hvd.Compression.none
+    wrapped = hvd.DistributedOptimizer(
         optimizer, named_parameters=unwrap(model).named_parameters(), compression=compression
     )
     # horovod 0.28's zero_grad() takes no arguments; the loop calls zero_grad(set_to_none=True)
     wrapped.zero_grad = types.MethodType(_horovod_zero_grad, wrapped)
-    _hvd.broadcast_optimizer_state(wrapped, root_rank=0)
+    hvd.broadcast_optimizer_state(wrapped, root_rank=0)
     return wrapped
 
 
@@ -161,7 +172,7 @@ def scaler_step(scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer) 
     """`scaler.step(optimizer); scaler.update()` that is also right for Horovod with fp16:
     gradients must be reduced (synchronize) before the scaler unscales and checks them."""
     hvd_optimizer: Any = optimizer  # hvd.DistributedOptimizer adds synchronize/skip_synchronize
-    if _hvd is not None and scaler.is_enabled() and hasattr(hvd_optimizer, "synchronize"):
+    if HOROVOD.hvd is not None and scaler.is_enabled() and hasattr(hvd_optimizer, "synchronize"):
         hvd_optimizer.synchronize()
         scaler.unscale_(optimizer)
         with hvd_optimizer.skip_synchronize():
@@ -178,7 +189,7 @@ def clipped_scaler_step(max_norm: float, parameters: list[torch.nn.Parameter]) -
 
     def step(scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer) -> None:
         hvd_optimizer: Any = optimizer
-        horovod = _hvd is not None and hasattr(hvd_optimizer, "synchronize")
+        horovod = HOROVOD.hvd is not None and hasattr(hvd_optimizer, "synchronize")
         if horovod:
             hvd_optimizer.synchronize()
         scaler.unscale_(optimizer)
@@ -195,11 +206,10 @@ def clipped_scaler_step(max_norm: float, parameters: list[torch.nn.Parameter]) -
 
 def shutdown() -> None:
     """Leave the group (end of a rank); safe to call when none was joined."""
-    global _hvd
-    if _hvd is not None:
+    if HOROVOD.hvd is not None:
         try:
-            _hvd.shutdown()
+            HOROVOD.hvd.shutdown()
         finally:
-            _hvd = None
+            HOROVOD.hvd = None
     elif dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()

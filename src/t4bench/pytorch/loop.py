@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from omegaconf import DictConfig
 
@@ -29,32 +28,12 @@ from t4bench.stopping import StopRun  # framework-free, so callbacks need not im
 __all__ = ["LOSS_READ_INTERVAL", "RunResult", "StopRun", "Trainer", "measure_throughput", "train_to_target"]
 
 
-class TorchSteps:
+class TorchSteps(cadence.TrainerSteps[Trainer]):
     """`cadence.Steps` on the PyTorch Trainer: an epoch's batches from the benchmark, the stop
     decision broadcast from rank 0."""
 
-    def __init__(self, bench: Benchmark, trainer: Trainer) -> None:
-        self.bench, self.trainer = bench, trainer
-        self._batches: Any = iter(())
-
-    @property
-    def global_batch(self) -> int:
-        return self.trainer.global_batch
-
-    @property
-    def samples_seen(self) -> int:
-        return self.trainer.samples_seen
-
-    def begin_epoch(self, epoch: int) -> int:
-        batches = self.bench.train_batches(epoch)
-        self._batches = iter(batches)
-        return len(batches)
-
     def train(self, start: int, stop: int, progress: ProgressReporter, unit: str) -> dict[str, float]:
-        return self.trainer.train_steps(self._batches, stop - start, progress, unit)
-
-    def evaluate(self) -> dict[str, float]:
-        return self.trainer.evaluate()
+        return self.trainer.train_steps(self.iterator, stop - start, progress, unit)
 
     def barrier(self) -> None:
         distributed.barrier()

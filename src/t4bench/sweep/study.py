@@ -4,7 +4,7 @@ One call of `OptunaStudyRunner.run` is one worker process:
     workers.Workers        extra worker processes on this machine (n_jobs)
     trial_queue.TrialQueue the next trial, exactly n_trials over all workers; stale trials redone
     trial_runner           one trial: a Hydra job per seed, the robust objective, study.tell
-    sweep_runs             the sweep's MLflow parent and trial runs
+    optuna_runs            the sweep's MLflow parent and trial runs
     holdout                `validate_seeds`: the held-out validation instead of trials
 
 This module builds the study (sampler, pruner, the settings recorded as study user attributes)
@@ -27,9 +27,9 @@ from t4bench import mlflow_names as names
 from t4bench.signals import sigterm_raises
 from t4bench.sweep import space as spaces
 from t4bench.sweep.objective import RobustObjective
+from t4bench.sweep.optuna_runs import PARENT_ATTR, OptunaSweepRuns, fixed_params
 from t4bench.sweep.settings import hydra_overrides, instantiate, task_overrides
 from t4bench.sweep.storage import critical_section, normalize, open_storage
-from t4bench.sweep.sweep_runs import PARENT_ATTR, OptunaSweepRuns, fixed_params
 from t4bench.sweep.talk import Pace, next_steps
 from t4bench.sweep.trial_queue import TrialQueue, counts
 from t4bench.sweep.trial_runner import TrialRunner

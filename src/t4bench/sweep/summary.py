@@ -90,13 +90,15 @@ def render(summary: Mapping[str, Any], title: str) -> str:
 
 def record(mlflow: Any, parent_id: str, summary: Mapping[str, Any], out_dir: Path | None, title: str) -> str:
     """Log the summary on the parent run (metrics, tags, artifacts) and write it to out_dir."""
-    from t4bench.sweep import mlflow_runs
+    from t4bench.sweep import mlflow_layout
 
     text = render(summary, title)
     metrics = {k: v for k, v in stats.flat_metrics(summary["distributions"]).items()}
     metrics["n_runs"] = float(summary["n_runs"])
-    mlflow_runs.log_metrics(mlflow, parent_id, metrics)
-    mlflow_runs.set_tags(mlflow, parent_id, {f"{names.OUTCOMES_PREFIX}{k}": v for k, v in summary["outcomes"].items()})
+    mlflow_layout.log_metrics(mlflow, parent_id, metrics)
+    mlflow_layout.set_tags(
+        mlflow, parent_id, {f"{names.OUTCOMES_PREFIX}{k}": v for k, v in summary["outcomes"].items()}
+    )
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "summary.json").write_text(json.dumps(_json_safe(dict(summary)), indent=2))
@@ -118,10 +120,10 @@ class SweepSummaryCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         if not self.enabled or _is_t4bench_optuna(config):
             return
-        from t4bench.sweep import mlflow_runs
-        from t4bench.sweep.sweep_runs import config_tags
+        from t4bench.sweep import mlflow_layout
+        from t4bench.sweep.optuna_runs import config_tags
 
-        self._mlflow, self.exp_id = mlflow_runs.for_config(config)
+        self._mlflow, self.exp_id = mlflow_layout.for_config(config)
         self.sweep_id = default_sweep_id(config)
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
         # `seeds-<model>-<sweep folder>` (Hydra's default folder without its year), fitted to the
@@ -130,14 +132,14 @@ class SweepSummaryCallback(Callback):
         run_name = names.fit_run_name(f"seeds-{config.model.name}-{folder}")
         identity = f"seeds:{self.sweep_dir.resolve()}"  # the same folder again: the same seed sweep
         try:
-            self.parent_id = mlflow_runs.get_or_create_parent(
+            self.parent_id = mlflow_layout.get_or_create_parent(
                 self._mlflow, self.exp_id, self.sweep_id, "seeds", run_name, config_tags(config), identity=identity
             )
         except T4BenchError as err:
             print(f"t4bench: error: {err}", file=sys.stderr)
             sys.exit(2)
         overrides = [str(o) for o in OmegaConf.to_container(config.hydra.overrides.task, resolve=False) or []]
-        mlflow_runs.set_tags(self._mlflow, self.parent_id, {names.SWEEP_OVERRIDES: " ".join(overrides)})
+        mlflow_layout.set_tags(self._mlflow, self.parent_id, {names.SWEEP_OVERRIDES: " ".join(overrides)})
         self._log_fixed_params(config, overrides)
         for key, value in ((ENV_SWEEP_ID, self.sweep_id), (ENV_PARENT, self.parent_id)):
             self._saved_env[key] = os.environ.get(key)
@@ -162,13 +164,13 @@ class SweepSummaryCallback(Callback):
         """The parent's params: the composed config minus the swept keys (and the seed)."""
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
-        from t4bench.sweep import mlflow_runs
-        from t4bench.sweep.sweep_runs import fixed_params
+        from t4bench.sweep import mlflow_layout
+        from t4bench.sweep.optuna_runs import fixed_params
 
         parsed = OverridesParser.create().parse_overrides(overrides)
         swept = [o.get_key_element() for o in parsed if o.is_sweep_override()]
         try:
-            mlflow_runs.log_params(self._mlflow, str(self.parent_id), fixed_params(config, swept, []))
+            mlflow_layout.log_params(self._mlflow, str(self.parent_id), fixed_params(config, swept, []))
         except Exception as err:  # a resumed sweep logged them already (params are immutable)
             print(f"[t4bench] sweep parent params kept: {err}", file=sys.stderr)
 
@@ -181,10 +183,10 @@ class SweepSummaryCallback(Callback):
         if self._finished or self.parent_id is None:
             return
         self._finished = True
-        from t4bench.sweep import mlflow_runs
+        from t4bench.sweep import mlflow_layout
 
         try:
-            results = mlflow_runs.seed_results(self._mlflow, self.exp_id, str(self.sweep_id))
+            results = mlflow_layout.seed_results(self._mlflow, self.exp_id, str(self.sweep_id))
             summary = summarize(results)
             text = record(self._mlflow, self.parent_id, summary, self.sweep_dir, f"sweep {self.sweep_id}")
             print(text, flush=True)
@@ -202,7 +204,7 @@ class SweepSummaryCallback(Callback):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from t4bench.sweep import mlflow_runs
+    from t4bench.sweep import mlflow_layout
 
     parser = ArgumentParser(prog="python -m t4bench.sweep.summary", description=__doc__.split("\n")[0])
     parser.add_argument("--sweep-id", required=True)
@@ -212,12 +214,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     args = parser.parse_args(argv)
-    mlflow = mlflow_runs.client(args.tracking_uri)
+    mlflow = mlflow_layout.client(args.tracking_uri)
     exp = mlflow.get_experiment_by_name(args.experiment)
     if exp is None:
         print(f"no experiment {args.experiment!r} in {args.tracking_uri}", file=sys.stderr)
         return 2
-    summary = summarize(mlflow_runs.seed_results(mlflow, exp.experiment_id, args.sweep_id))
+    summary = summarize(mlflow_layout.seed_results(mlflow, exp.experiment_id, args.sweep_id))
     print(json.dumps(_json_safe(summary), indent=2) if args.json else render(summary, f"sweep {args.sweep_id}"))
     return 0
 

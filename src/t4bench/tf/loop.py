@@ -30,34 +30,17 @@ from t4bench.tf.trainer import KerasTrainer
 WEIGHTS_DIGESTS = "t4bench_weights_sha256_per_worker"
 
 
-class KerasSteps:
+class KerasSteps(cadence.TrainerSteps[KerasTrainer]):
     """`cadence.Steps` on the Keras trainer: per-step sample counts from the benchmark's
     `StepBatches`, barriers and the stop decision through all-reduces."""
 
-    def __init__(self, bench: Benchmark, trainer: KerasTrainer) -> None:
-        self.bench, self.trainer = bench, trainer
-        self._batches: Any = None
-        self._iterator: Iterator[Any] = iter(())
-
-    @property
-    def global_batch(self) -> int:
-        return self.trainer.global_batch
-
-    @property
-    def samples_seen(self) -> int:
-        return self.trainer.samples_seen
-
     def begin_epoch(self, epoch: int) -> int:
-        batches = self.bench.train_batches(epoch)
-        assert isinstance(batches, StepBatches)
-        self._batches, self._iterator = batches, iter(batches)
-        return len(batches)
+        count = super().begin_epoch(epoch)
+        assert isinstance(self.batches, StepBatches)
+        return count
 
     def train(self, start: int, stop: int, progress: ProgressReporter, unit: str) -> dict[str, float]:
-        return self.trainer.train_steps(self._iterator, self._batches.samples[start:stop], progress, unit)
-
-    def evaluate(self) -> dict[str, float]:
-        return self.trainer.evaluate()
+        return self.trainer.train_steps(self.iterator, self.batches.samples[start:stop], progress, unit)
 
     def barrier(self) -> None:
         self.trainer.all_reduce_max([0.0])

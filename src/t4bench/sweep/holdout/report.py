@@ -152,7 +152,7 @@ def publish(report: Mapping[str, Any], out_dir: Path, mlflow: Any, parent_id: st
     """Write validation.{md,csv,json} into the sweep's folder and log them and the metrics on the
     validation parent run (the headline means/stds also on the sweep's parent); returns the text
     to print."""
-    from t4bench.sweep import mlflow_runs
+    from t4bench.sweep import mlflow_layout
     from t4bench.sweep.summary import _json_safe
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -162,12 +162,12 @@ def publish(report: Mapping[str, Any], out_dir: Path, mlflow: Any, parent_id: st
     write_csv(report, paths[1])
     paths[2].write_text(json.dumps(_json_safe(dict(report)), indent=2, default=str))
     values = metrics(report)
-    mlflow_runs.log_metrics(mlflow, parent_id, values)
+    mlflow_layout.log_metrics(mlflow, parent_id, values)
     if "goal" in report:
-        mlflow_runs.set_tags(mlflow, parent_id, {names.GOAL: "PASS" if report["goal"]["pass"] else "FAIL"})
+        mlflow_layout.set_tags(mlflow, parent_id, {names.GOAL: "PASS" if report["goal"]["pass"] else "FAIL"})
     for path in paths:
         mlflow.log_artifact(parent_id, str(path))
     if sweep_parent:
         keys = ("tuned_epochs_mean", "tuned_epochs_std", "reference_epochs_mean", "reference_epochs_std")
-        mlflow_runs.log_metrics(mlflow, sweep_parent, {f"validation_{k}": values[k] for k in keys})
+        mlflow_layout.log_metrics(mlflow, sweep_parent, {f"validation_{k}": values[k] for k in keys})
     return text

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from t4bench import mlflow_names as names
 from t4bench.errors import RunTerminated
-from t4bench.sweep import mlflow_runs
-from t4bench.sweep.sweep_runs import config_tags
+from t4bench.sweep import mlflow_layout
+from t4bench.sweep.optuna_runs import config_tags
 from t4bench.sweep.trial_runner import quote
 
 if TYPE_CHECKING:
@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
     from omegaconf import DictConfig
 
+    from t4bench.sweep.optuna_runs import OptunaSweepRuns
     from t4bench.sweep.space import SearchSpace
-    from t4bench.sweep.sweep_runs import OptunaSweepRuns
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class HoldOut:
         self.s, self.runs, self.mlflow = study, runs, runs.mlflow
 
     def _parent(self, sweep_id: str, name: str, identity: str, tags: dict[str, Any]) -> str:
-        return mlflow_runs.get_or_create_parent(
+        return mlflow_layout.get_or_create_parent(
             self.mlflow,
             self.runs.exp_id,
             sweep_id,
@@ -87,13 +87,13 @@ class HoldOut:
             sweep_id,
             names.fit_run_name(run_name),
             f"validation-arm:{label}",
-            {names.VALIDATION_SET: label, mlflow_runs.PARENT: parent},
+            {names.VALIDATION_SET: label, mlflow_layout.PARENT: parent},
         )
         try:
-            mlflow_runs.set_tags(
+            mlflow_layout.set_tags(
                 self.mlflow, arm, {f"{names.PARAMS_PREFIX}{o.split('=', 1)[0]}": o.split("=", 1)[1] for o in params}
             )
-            done = {r["seed"] for r in mlflow_runs.seed_results(self.mlflow, self.runs.exp_id, sweep_id)}
+            done = {r["seed"] for r in mlflow_layout.seed_results(self.mlflow, self.runs.exp_id, sweep_id)}
             todo = [s for s in seeds if s not in done]
             batch = [
                 [
@@ -119,7 +119,7 @@ class HoldOut:
             # by seed: runs of one arm may come from several validation processes (in any order)
             wanted = set(seeds)
             results = sorted(
-                (r for r in mlflow_runs.seed_results(self.mlflow, self.runs.exp_id, sweep_id) if r["seed"] in wanted),
+                (r for r in mlflow_layout.seed_results(self.mlflow, self.runs.exp_id, sweep_id) if r["seed"] in wanted),
                 key=lambda r: r["seed"],
             )
         except BaseException as err:

@@ -17,6 +17,7 @@ from typing import Any
 
 from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
+from t4bench.runs import search
 
 # the sweep's part of the MLflow contract (the run's part is t4bench.mlflow_names)
 ROLE = names.SWEEP_ROLE
@@ -69,14 +70,7 @@ def find_runs(mlflow: Any, exp_id: str, sweep_id: str, role: str | None) -> list
     query = f"tags.`{SWEEP_ID}` = {_quote(sweep_id)}"
     if role is not None:
         query += f" and tags.`{ROLE}` = {_quote(role)}"
-    runs: list[Any] = []
-    token = None
-    while True:
-        page = mlflow.search_runs([exp_id], filter_string=query, max_results=1000, page_token=token)
-        runs.extend(page)
-        token = getattr(page, "token", None)
-        if not token:
-            break
+    runs = list(search.all_runs(mlflow, [exp_id], query))
     if role is None:
         runs = [r for r in runs if ROLE not in r.data.tags]
     return runs

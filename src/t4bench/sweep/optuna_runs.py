@@ -1,4 +1,4 @@
-"""The MLflow runs of one Optuna sweep (layout in mlflow_runs and docs/sweeps.md):
+"""The MLflow runs of one Optuna sweep (layout in mlflow_layout and docs/sweeps.md):
 
     sweep-<study>-<uid8>        parent: the sweep's fixed params (the composed config minus the
                                 searched keys), model/hw/scale tags, best-trial tags and metrics
@@ -24,7 +24,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from t4bench import mlflow_names as names
-from t4bench.sweep import mlflow_runs, stats
+from t4bench.sweep import mlflow_layout, stats
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def fixed_params(config: DictConfig, searched: Sequence[str], fixed_overrides: S
 
 class OptunaSweepRuns:
     def __init__(self, config: DictConfig, sweep_id: str, study_name: str, storage_url: str, study_uid: str) -> None:
-        self.mlflow, self.exp_id = mlflow_runs.for_config(config)
+        self.mlflow, self.exp_id = mlflow_layout.for_config(config)
         self.config, self.sweep_id = config, sweep_id
         self.study_name, self.storage_url, self.study_uid = study_name, storage_url, study_uid
         self.parent_id: str | None = None
@@ -107,8 +107,8 @@ class OptunaSweepRuns:
         that recorded its own parent, `known_parent`, is resumed as it is)."""
         if known_parent:
             return
-        for run in mlflow_runs.find_runs(self.mlflow, self.exp_id, self.sweep_id, "parent"):
-            mlflow_runs.check_identity(self.mlflow, run, self.sweep_id, self.identity)
+        for run in mlflow_layout.find_runs(self.mlflow, self.exp_id, self.sweep_id, "parent"):
+            mlflow_layout.check_identity(self.mlflow, run, self.sweep_id, self.identity)
 
     def study_tags(self) -> dict[str, str]:
         return {
@@ -132,11 +132,11 @@ class OptunaSweepRuns:
         if run is not None and run.info.lifecycle_stage != "deleted":
             self.parent_id = str(known)
             # a study made before identity tags: it is this study's own parent all the same
-            mlflow_runs.set_tags(self.mlflow, self.parent_id, {mlflow_runs.IDENTITY: self.identity})
+            mlflow_layout.set_tags(self.mlflow, self.parent_id, {mlflow_layout.IDENTITY: self.identity})
             if reopen and run.info.status != names.RUNNING:
                 self.mlflow.update_run(self.parent_id, status=names.RUNNING)
             return self.parent_id
-        self.parent_id = mlflow_runs.get_or_create_parent(
+        self.parent_id = mlflow_layout.get_or_create_parent(
             self.mlflow,
             self.exp_id,
             self.sweep_id,
@@ -148,7 +148,7 @@ class OptunaSweepRuns:
         )
         study.set_user_attr(PARENT_ATTR, self.parent_id)
         try:
-            mlflow_runs.log_params(self.mlflow, self.parent_id, params)
+            mlflow_layout.log_params(self.mlflow, self.parent_id, params)
         except Exception as err:  # logged before by this study (params are immutable): keep them
             log.info("sweep parent params already logged: %s", err)
         return self.parent_id
@@ -172,8 +172,8 @@ class OptunaSweepRuns:
             tags.update({f"{names.BEST_PREFIX}{k}": v for k, v in summary["best_params"].items()})
         try:
             step = counts["COMPLETE"] + counts["PRUNED"]
-            mlflow_runs.log_metrics(self.mlflow, self.parent_id, metrics, step=step)
-            mlflow_runs.set_tags(self.mlflow, self.parent_id, tags)
+            mlflow_layout.log_metrics(self.mlflow, self.parent_id, metrics, step=step)
+            mlflow_layout.set_tags(self.mlflow, self.parent_id, tags)
             if out_dir is not None:
                 out_dir.mkdir(parents=True, exist_ok=True)
                 path = out_dir / "optuna_summary.json"
@@ -197,7 +197,7 @@ class OptunaSweepRuns:
         tags: dict[str, Any] = {TRIAL_TAG: trial.number, STATE_TAG: "RUNNING", **self.study_tags()}
         if retry_of is not None:
             tags[names.RETRY_OF] = retry_of
-        run_id = mlflow_runs.create_child(
+        run_id = mlflow_layout.create_child(
             self.mlflow,
             self.exp_id,
             str(self.parent_id),
@@ -206,12 +206,12 @@ class OptunaSweepRuns:
             run_name=trial_run_name(trial.number),
             tags=tags,
         )
-        mlflow_runs.log_params(self.mlflow, run_id, {**trial.params, "seeds": ",".join(map(str, seeds))})
+        mlflow_layout.log_params(self.mlflow, run_id, {**trial.params, "seeds": ",".join(map(str, seeds))})
         trial.set_user_attr(TRIAL_RUN_ATTR, run_id)
         return run_id
 
     def tag_seed_run(self, run_id: str, trial_number: int, seed_index: int) -> None:
-        mlflow_runs.set_tags(
+        mlflow_layout.set_tags(
             self.mlflow,
             run_id,
             {TRIAL_TAG: trial_number, names.OPTUNA_STUDY: self.study_name, names.SEED_INDEX: seed_index},
@@ -224,9 +224,9 @@ class OptunaSweepRuns:
         metrics["epochs_spent"] = sum(float(r.get("epochs_run", 0) or 0) for r in results)
         if value is not None:
             metrics["objective"] = value
-        mlflow_runs.log_metrics(self.mlflow, run_id, metrics)
+        mlflow_layout.log_metrics(self.mlflow, run_id, metrics)
         for i, v in enumerate(per_seed):
-            mlflow_runs.log_metrics(self.mlflow, run_id, {"seed_objective": v}, step=i)
+            mlflow_layout.log_metrics(self.mlflow, run_id, {"seed_objective": v}, step=i)
 
     def end_trial(self, run_id: str | None, status: str, state: str) -> None:
         """End a trial run; a trial that did not finish also closes its seed runs still RUNNING
@@ -234,10 +234,10 @@ class OptunaSweepRuns:
         if not run_id:
             return
         try:
-            mlflow_runs.set_tags(self.mlflow, run_id, {STATE_TAG: state})
+            mlflow_layout.set_tags(self.mlflow, run_id, {STATE_TAG: state})
             self.mlflow.set_terminated(run_id, status=status)
             if status != names.FINISHED:
-                closed = mlflow_runs.close_running_children(self.mlflow, self.exp_id, run_id, status)
+                closed = mlflow_layout.close_running_children(self.mlflow, self.exp_id, run_id, status)
                 if closed:
                     log.warning("trial run %s: closed %d seed run(s) left RUNNING as %s", run_id, len(closed), status)
         except Exception as err:  # tracking must not lose the study's accounting
@@ -256,7 +256,7 @@ class OptunaSweepRuns:
             trial_run = old.user_attrs.get(TRIAL_RUN_ATTR)
             if not trial_run:
                 return {}
-            query = f"tags.`{mlflow_runs.PARENT}` = '{trial_run}'"
+            query = f"tags.`{mlflow_layout.PARENT}` = '{trial_run}'"
             found = {}
             for run in self.mlflow.search_runs([self.exp_id], filter_string=query, max_results=1000):
                 seed = run.data.params.get("seed")
@@ -265,7 +265,7 @@ class OptunaSweepRuns:
                 if names.CHECKPOINT_DIR in run_tags(self.mlflow, run):
                     found[int(seed)] = str(run.info.run_id)
                 else:
-                    mlflow_runs.set_tags(self.mlflow, run.info.run_id, {names.REDONE_FROM_SCRATCH: "true"})
+                    mlflow_layout.set_tags(self.mlflow, run.info.run_id, {names.REDONE_FROM_SCRATCH: "true"})
             return found
         except Exception as err:  # tracking must not stop the retry: it trains from scratch
             log.warning("trial %s: its interrupted seed runs could not be looked up (%s)", retry_of, err)

@@ -9,24 +9,23 @@ host, no heartbeat for `STALE_INTERVALS` intervals. Runs without a heartbeat tag
 tools, or by t4bench before this existed) are left alone. Every heartbeat's first beat also repairs
 its own experiment, so a stale run is closed at the start of the next one.
 
-    python -m t4bench.runs repair [--tracking-uri URI] [--experiment NAME] [--dry-run]
+The command line (`python -m t4bench.runs repair`) is `t4bench.runs.__main__`.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from t4bench import mlflow_names as names
-from t4bench.errors import ArgumentParser, T4BenchError
+from t4bench.runs import search
 
 HEARTBEAT_TAG = names.HEARTBEAT
 INTERVAL_TAG = names.HEARTBEAT_INTERVAL_S
@@ -168,21 +167,6 @@ def stale_reason(tags: dict[str, str], now: float, host: str, stale_intervals: i
     return None
 
 
-def _running_runs(client: Any, experiment_ids: Sequence[str]) -> Iterator[Any]:
-    token = None
-    while True:
-        page = client.search_runs(
-            list(experiment_ids),
-            filter_string=f"attributes.status = '{names.RUNNING}'",
-            max_results=1000,
-            page_token=token,
-        )
-        yield from page
-        token = page.token
-        if not token:
-            return
-
-
 def repair(
     client: Any,
     experiment_ids: Sequence[str] | None = None,
@@ -198,7 +182,7 @@ def repair(
         return []
     host, now = socket.gethostname(), time.time()
     found = []
-    for run in _running_runs(client, experiment_ids):
+    for run in search.all_runs(client, experiment_ids, f"attributes.status = '{names.RUNNING}'"):
         if run.info.run_id in exclude:
             continue
         reason = stale_reason(run.data.tags, now, host, stale_intervals)
@@ -224,58 +208,3 @@ def _fold(client: Any, run_id: str) -> None:
         fold_tags(client, run_id)
     except Exception as err:  # the run is closed: its tag budget is a nicety
         log.warning("t4bench: tags of run %s not folded: %s", run_id, err)
-
-
-def default_tracking_uri() -> str:
-    """What `python -m t4bench` uses: MLFLOW_TRACKING_URI, else ./mlflow.db."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{os.path.abspath('mlflow.db')}"
-
-
-def _repair_command(args: argparse.Namespace) -> int:
-    from t4bench.preflight import storage as probe
-
-    probe.tracking(args.tracking_uri)
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(args.tracking_uri)
-    ids = None
-    if args.experiment:
-        ids = []
-        for name in args.experiment:
-            experiment = client.get_experiment_by_name(name)
-            if experiment is None:
-                raise T4BenchError(f"--experiment {name}: no such experiment in {args.tracking_uri}")
-            ids.append(experiment.experiment_id)
-    verdicts = repair(client, ids, dry_run=args.dry_run, stale_intervals=args.stale_intervals)
-    for verdict in verdicts:
-        text = verdict.describe()
-        print(text.replace("marked KILLED", "would be marked KILLED") if args.dry_run else text)
-    print(f"{len(verdicts)} stale run(s) {'found' if args.dry_run else 'marked KILLED'}")
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = ArgumentParser(prog="python -m t4bench.runs", description="MLflow runs left RUNNING")
-    commands = parser.add_subparsers(dest="command", required=True)
-    fix = commands.add_parser("repair", help="mark RUNNING runs whose process is gone KILLED")
-    fix.add_argument(
-        "--tracking-uri", default=default_tracking_uri(), help="default: $MLFLOW_TRACKING_URI or ./mlflow.db"
-    )
-    fix.add_argument("--experiment", action="append", help="only this experiment (repeatable; default: all)")
-    fix.add_argument("--dry-run", action="store_true", help="list them, change nothing")
-    fix.add_argument(
-        "--stale-intervals",
-        type=int,
-        default=STALE_INTERVALS,
-        help="missed heartbeats before a run on another host counts as gone",
-    )
-    args = parser.parse_args(argv)
-    try:
-        return _repair_command(args)
-    except T4BenchError as err:
-        print(f"t4bench: error: {err}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
