@@ -1,4 +1,4 @@
-"""End-to-end sweeps on NCF mini (1 epoch per run): seed-sweep summary, pruning, SIGTERM + resume,
+"""End-to-end sweeps on NCF mini (1 epoch per run): seed-sweep summary, pruning,
 two workers on one journal, the MLflow parent/trial/seed layout, optuna-dashboard on the journal,
 held-out validation. Real runs, real storages, a real dashboard server, no mocks."""
 
@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -103,91 +102,6 @@ def test_pruning_stops_trials_early_and_marks_them(run_t4bench, mlflow_client, t
     assert all(r.data.metrics["epochs_run"] == 1 for r in training)
     trials = [r for r in runs if r.data.tags.get("t4bench.sweep_role") == "trial"]
     assert {r.data.tags["t4bench.optuna.state"] for r in trials} == {"PRUNED"}
-
-
-def test_sigterm_then_rerun_resumes_without_redoing_trials(tracking_uri: str, tmp_path: Path) -> None:
-    sweep_dir = tmp_path / "sweep"
-    cmd = [
-        sys.executable,
-        "-m",
-        "t4bench",
-        "--multirun",
-        *COMMON,
-        "hydra.sweeper.n_trials=3",
-        "hydra/sweeper/pruner=none",
-        f"hydra.sweep.dir={sweep_dir}",
-        f"hydra.run.dir={tmp_path / 'run'}",
-    ]
-    proc = subprocess.Popen(
-        cmd, cwd=tmp_path, env=_env(tracking_uri), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    deadline = time.time() + 400
-    while time.time() < deadline:
-        if any(t.state == TrialState.COMPLETE for t in _trials_so_far(sweep_dir)):
-            break
-        time.sleep(1)
-    time.sleep(4)  # into trial 1
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=120) != 0
-    before = _study(sweep_dir).trials
-    complete_before = {t.number: t.params for t in before if t.state == TrialState.COMPLETE}
-    assert complete_before and all(t.state != TrialState.RUNNING for t in before)
-    subprocess.run(cmd, cwd=tmp_path, env=_env(tracking_uri), check=True, capture_output=True, timeout=600)
-    after = _study(sweep_dir).trials
-    complete = [t for t in after if t.state == TrialState.COMPLETE]
-    assert len(complete) == 3  # trial count continued to n_trials
-    for number, params in complete_before.items():  # finished trials kept, not redone
-        assert after[number].state == TrialState.COMPLETE and after[number].params == params
-    failed = [t for t in after if t.state == TrialState.FAIL]
-    for t in failed:  # the interrupted trial was queued again with its parameters
-        assert any(c.user_attrs.get("t4bench_retry_of") == t.number and c.params == t.params for c in complete)
-
-
-def test_kill9_then_rerun_closes_the_stale_trials_runs(tracking_uri: str, tmp_path: Path) -> None:
-    """kill -9 mid-trial leaves the trial RUNNING in Optuna and its trial and seed runs RUNNING in
-    MLflow; the re-run fails the stale trial (its pid is dead), redoes it and marks both runs KILLED."""
-    from mlflow.tracking import MlflowClient
-
-    sweep_dir = tmp_path / "sweep"
-    cmd = [
-        sys.executable,
-        "-m",
-        "t4bench",
-        "--multirun",
-        *COMMON,
-        "max_epochs=2",
-        "hydra.sweeper.n_trials=1",
-        "hydra/sweeper/pruner=none",
-        f"hydra.sweep.dir={sweep_dir}",
-        f"hydra.run.dir={tmp_path / 'run'}",
-    ]
-    client = MlflowClient(tracking_uri)
-    proc = subprocess.Popen(
-        cmd, cwd=tmp_path, env=_env(tracking_uri), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    deadline = time.time() + 400
-    while time.time() < deadline and proc.poll() is None:
-        training = [r for r in all_runs(client, "t4bench-ncf") if "t4bench.sweep_role" not in r.data.tags]
-        if training and "epoch_time_s" in client.get_run(training[0].info.run_id).data.metrics:
-            break  # one epoch done, the second one under way
-        time.sleep(1)
-    proc.kill()
-    proc.wait(timeout=60)
-    assert [t.state for t in _study(sweep_dir).trials] == [TrialState.RUNNING]
-    subprocess.run(cmd, cwd=tmp_path, env=_env(tracking_uri), check=True, capture_output=True, timeout=600)
-    trials = _study(sweep_dir).trials
-    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.COMPLETE]
-    assert trials[1].user_attrs["t4bench_retry_of"] == 0 and trials[1].params == trials[0].params
-    runs = all_runs(client, "t4bench-ncf")
-    killed_trial = [
-        r
-        for r in runs
-        if r.data.tags.get("t4bench.sweep_role") == "trial" and r.data.tags["t4bench.trial_number"] == "0"
-    ]
-    assert [r.info.status for r in killed_trial] == ["KILLED"]
-    seed_runs = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == killed_trial[0].info.run_id]
-    assert [(r.info.status, r.data.tags["t4bench.outcome"]) for r in seed_runs] == [("KILLED", "killed")]
-    assert not [r for r in runs if r.info.status == "RUNNING"]
 
 
 @pytest.fixture(scope="module")
@@ -386,68 +300,3 @@ def test_other_study_reusing_the_sweep_id_fails_in_one_line(two_worker_sweep: tu
         if r.data.tags.get("t4bench.sweep_id") == "ncf-optuna" and r.data.tags.get("t4bench.sweep_role") == "parent"
     ]
     assert len(parent) == 1 and parent[0].info.status == "FINISHED"
-
-
-def test_two_workers_on_postgresql_finish_exactly_n_trials(postgres_url: str, tmp_path: Path) -> None:  # noqa: F811
-    """The several-machines mode: an SQLAlchemy URL instead of the journal (no shared lock file),
-    the pruning callback in each job reporting to the same server."""
-    sweep_dir = tmp_path / "sweep"
-    cmd = [
-        sys.executable,
-        "-m",
-        "t4bench",
-        "--multirun",
-        *COMMON,
-        "hydra.sweeper.n_trials=3",
-        "hydra.sweeper.n_jobs=2",
-        f"hydra.sweeper.storage='{postgres_url}'",
-        f"hydra.sweep.dir={sweep_dir}",
-        f"hydra.run.dir={tmp_path / 'run'}",
-    ]
-    proc = subprocess.run(
-        cmd, cwd=tmp_path, env=_env(f"sqlite:///{tmp_path / 'mlflow.db'}"), capture_output=True, text=True, timeout=900
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    trials = optuna.load_study(study_name="ncf-optuna", storage=postgres_url).trials
-    complete = [t for t in trials if t.state == TrialState.COMPLETE]
-    assert len(complete) == 3
-    # a worker that asked one trial too many fails it as surplus; nothing else may be left over
-    assert all(t.user_attrs.get("t4bench_failed", "").startswith("surplus") for t in trials if t not in complete)
-    assert all(t.intermediate_values for t in complete)  # the lead seeds reported epoch 1 to PostgreSQL
-    assert not (sweep_dir / "optuna.journal").exists()
-
-
-def test_worker_killed_9_while_another_keeps_going(tracking_uri: str, tmp_path: Path) -> None:
-    """Two workers of one study (hydra.sweeper.n_jobs=2, journal storage): worker 1 is killed -9
-    in its trial; worker 0 fails that trial (its pid is dead), runs its parameters again and ends
-    the study with all n_trials complete, exit 0, saying which worker was lost."""
-    from mlflow.tracking import MlflowClient
-
-    sweep_dir = tmp_path / "sweep"
-    cmd = [sys.executable, "-m", "t4bench", "--multirun", *COMMON, "hydra.sweeper.n_trials=3"]
-    cmd += ["hydra.sweeper.n_jobs=2", "hydra/sweeper/pruner=none", f"hydra.sweep.dir={sweep_dir}"]
-    proc = subprocess.Popen(
-        cmd, cwd=tmp_path, env=_env(tracking_uri), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    victim = None
-    deadline = time.time() + 300
-    while victim is None and time.time() < deadline and proc.poll() is None:
-        running = [t for t in _trials_so_far(sweep_dir) if t.state == TrialState.RUNNING]
-        victim = next((t for t in running if t.user_attrs.get("t4bench_pid") not in (None, proc.pid)), None)
-        time.sleep(0.5)
-    assert victim is not None, "worker 1 never ran a trial"
-    time.sleep(1)  # into its trial's training run
-    os.kill(int(victim.user_attrs["t4bench_pid"]), signal.SIGKILL)
-    out, _ = proc.communicate(timeout=600)
-    assert proc.returncode == 0, out[-4000:]
-    assert f"sweep worker 1 (pid {victim.user_attrs['t4bench_pid']}) killed by SIGKILL" in out
-    trials = _study(sweep_dir).trials
-    assert [t.number for t in trials if t.state == TrialState.FAIL] == [victim.number]
-    complete = [t for t in trials if t.state == TrialState.COMPLETE]
-    assert len(complete) == 3 and not [t for t in trials if t.state == TrialState.RUNNING]
-    (redo,) = [t for t in complete if t.user_attrs.get("t4bench_retry_of") == victim.number]
-    assert redo.params == victim.params and redo.user_attrs["t4bench_pid"] == proc.pid
-    runs = all_runs(MlflowClient(tracking_uri), "t4bench-ncf")
-    trial_runs = [r for r in runs if r.data.tags.get("t4bench.sweep_role") == "trial"]
-    assert {r.data.tags["t4bench.trial_number"]: r.info.status for r in trial_runs}[str(victim.number)] == "KILLED"
-    assert not [r for r in runs if r.info.status == "RUNNING"]  # the killed worker's seed run is closed too
