@@ -28,12 +28,9 @@ DRAIN_S=${DRAIN_S:-200}
 STUDIES=${STUDIES:-gnmt_ding_tuned:4}
 results=${RESULTS:-${OUT:-/tmp}}
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-if [[ ${MPS:-1} == 1 ]] && command -v nvidia-cuda-mps-control >/dev/null; then
-  nvidia-cuda-mps-control -d && echo "MPS daemon started"
-  trap 'echo quit | nvidia-cuda-mps-control' EXIT
-fi
-nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -l 30 >"$results/gpu_use.csv" 2>/dev/null &
-monitor=$!
+# shellcheck source=scripts/gpu_study_common.sh
+source scripts/gpu_study_common.sh
+start_mps_and_monitor "$results/gpu_use.csv" 30
 pids=()
 for entry in $STUDIES; do
   study=${entry%%:*} jobs=${entry##*:}
@@ -75,19 +72,7 @@ done = [t for t in study.trials if t.state.name == "COMPLETE"]
 for t in sorted(done, key=lambda t: t.value)[:5]:
     print(f"  trial {t.number}: {t.value:.3f} {t.params}")
 PY
-  # what resuming needs (journal, MLflow store and artifacts, logs), not the per-job folders; xz:
-  # the store compresses to a third of gzip's size, and it travels in the repo between sessions
-  $PY - "$work" "$results/$study.tar.xz" <<'PY'
-import sys, tarfile
-from pathlib import Path
-
-work = Path(sys.argv[1])
-keep = [p for p in (work / "mlflow.db", work / "mlartifacts", work / "sweep.log") if p.exists()]
-keep += [p for p in (work / "sweep").glob("*") if p.is_file()]
-with tarfile.open(sys.argv[2], "w:xz", preset=6) as tar:
-    for path in keep:
-        tar.add(path, arcname=str(path.relative_to(work)))
-PY
+  pack_store "$work" "$results/$study.tar.xz"
   echo "$study: store $(du -sh "$results/$study.tar.xz" | cut -f1) in $study.tar.xz"
   grep -c "trial .*: mean_std" "$work/sweep.log" | sed "s/^/$study: trials finished by this call's log: /"
 done

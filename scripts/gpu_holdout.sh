@@ -15,12 +15,9 @@ BUDGET_S=${HOLDOUT_BUDGET_S:-420}
 HOLDOUTS=${HOLDOUTS:-gnmt_ding_tuned:1000-1019}
 results=${RESULTS:-${OUT:-/tmp}}
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-if [[ ${MPS:-1} == 1 ]] && command -v nvidia-cuda-mps-control >/dev/null; then
-  nvidia-cuda-mps-control -d && echo "MPS daemon started"
-  trap 'echo quit | nvidia-cuda-mps-control' EXIT
-fi
-nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -l 20 >"$results/gpu_use_holdout.csv" 2>/dev/null &
-monitor=$!
+# shellcheck source=scripts/gpu_study_common.sh
+source scripts/gpu_study_common.sh
+start_mps_and_monitor "$results/gpu_use_holdout.csv" 20
 for entry in $HOLDOUTS; do
   study=${entry%%:*} seeds=${entry##*:}
   work=$PWD/.gpuwork/$study
@@ -37,17 +34,7 @@ for entry in $HOLDOUTS; do
     >>"$work/holdout.log" 2>&1
   echo "$study: holdout exited $? ($(date +%T))"
   tail -n 40 "$work/holdout.log"
-  $PY - "$work" "$results/$study.tar.xz" <<'PY'
-import sys, tarfile
-from pathlib import Path
-
-work = Path(sys.argv[1])
-keep = [p for p in (work / "mlflow.db", work / "mlartifacts", work / "sweep.log", work / "holdout.log") if p.exists()]
-keep += [p for p in (work / "sweep").glob("*") if p.is_file()]
-with tarfile.open(sys.argv[2], "w:xz", preset=6) as tar:
-    for path in keep:
-        tar.add(path, arcname=str(path.relative_to(work)))
-PY
+  pack_store "$work" "$results/$study.tar.xz"
   cp "$work"/sweep/validation.* "$results/" 2>/dev/null
   echo "$study: store $(du -sh "$results/$study.tar.xz" | cut -f1)"
 done
