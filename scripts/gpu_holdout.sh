@@ -28,10 +28,18 @@ for entry in $HOLDOUTS; do
   fi
   [[ -f $work/sweep/optuna.journal ]] || { echo "$study: no journal carried"; continue; }
   echo "== $study: held-out seeds $seeds, $JOBS at once, budget $BUDGET_S s ($(date +%T))"
-  setsid timeout -s TERM -k 30 "$BUDGET_S" $PY -m t4bench.sweep.holdout --sweep-dir "$work/sweep" --seeds "$seeds" \
+  setsid $PY -m t4bench.sweep.holdout --sweep-dir "$work/sweep" --seeds "$seeds" \
     "hw=${HW:-h200}" hydra/launcher=joblib "hydra.launcher.n_jobs=$JOBS" "hw.runs_per_gpu=$JOBS" hw.mps=false \
     "hw.loader_workers=${LOADER_WORKERS:-0}" "tracking.uri=sqlite:///$work/mlflow.db" "hydra.sweep.dir=$work/sweep" \
-    >>"$work/holdout.log" 2>&1
+    >>"$work/holdout.log" 2>&1 &
+  # the budget ends the whole process group (the joblib workers too), then waits for it to go:
+  # a store packed while runs still write would be cut mid-transaction
+  leader=$! deadline=$((SECONDS + BUDGET_S))
+  while kill -0 "$leader" 2>/dev/null && ((SECONDS < deadline)); do sleep 2; done
+  kill -TERM -- "-$leader" 2>/dev/null
+  for _ in $(seq 30); do pgrep -g "$leader" >/dev/null || break; sleep 1; done
+  kill -KILL -- "-$leader" 2>/dev/null
+  wait "$leader"
   echo "$study: holdout exited $? ($(date +%T))"
   tail -n 40 "$work/holdout.log"
   pack_store "$work" "$results/$study.tar.xz"

@@ -17,15 +17,28 @@ start_mps_and_monitor() {
 # repo between sessions
 pack_store() {
   ${PYTHON:-python3} - "$1" "$2" <<'PY'
-import sys, tarfile
+import sqlite3, sys, tarfile
 from pathlib import Path
 
 work = Path(sys.argv[1])
-names = ("mlflow.db", "mlartifacts", "sweep.log", "holdout.log")
+names = ("mlartifacts", "sweep.log", "holdout.log")
 keep = [work / n for n in names if (work / n).exists()]
 keep += [p for p in (work / "sweep").glob("*") if p.is_file()]
 with tarfile.open(sys.argv[2], "w:xz", preset=6) as tar:
     for path in keep:
         tar.add(path, arcname=str(path.relative_to(work)))
+    # the MLflow store through SQLite's backup API, never as raw bytes: a run process still
+    # writing (a straggler past the budget) would leave a copied file mid-transaction, malformed
+    # (it happened: 2026-12-04, the Transformer holdout's store)
+    if (work / "mlflow.db").exists():
+        snapshot = work / "mlflow.db.snapshot"
+        source = sqlite3.connect(work / "mlflow.db", timeout=60)
+        target = sqlite3.connect(snapshot)
+        with target:
+            source.backup(target)
+        source.close()
+        target.close()
+        tar.add(snapshot, arcname="mlflow.db")
+        snapshot.unlink()
 PY
 }
