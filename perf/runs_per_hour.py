@@ -4,9 +4,14 @@
     python perf/runs_per_hour.py --mps off --n 1,8     # time-sliced, no MPS
     python perf/runs_per_hour.py --hw cpu --model ncf --scale mini --runs 2 --n 1,2 --mps off \
         --set max_epochs=1                                   # CPU dry run (processes on cores)
+    python perf/runs_per_hour.py --n1-runs 8 --work-dir W   # N=1 from 8 seeds; W carried into the next call
+
+An N whose sweep finished leaves W/n<N>/result.json, so the same command run again (W carried) goes
+on from the first N not measured: ten-minute calls on a lent GPU hold one or two N each.
 
 For each N one `python -m t4bench --multirun` seed sweep of `--runs` seeds (N=1: Hydra's basic
-launcher, one at a time, as without packing; N>1: hydra/launcher=packed with hw.runs_per_gpu=N and,
+launcher, one at a time, as without packing, over --n1-runs seeds if given: one at a time its rate
+is per run, and its epochs are compared on the seeds both ran; N>1: hydra/launcher=packed with hw.runs_per_gpu=N and,
 with --mps on, hw.mps=true), each with its own MLflow store under --work-dir. Written: one CSV row
 per N (runs per hour, speed-up over N=1, the most GPU memory NVML saw in use, mean GPU busy %,
 whether every seed's epochs equal N=1's) and one row per run (--runs-csv): sharing must not change
@@ -19,7 +24,9 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
+import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -55,11 +62,11 @@ class GpuSampler(threading.Thread):
         pynvml.nvmlShutdown()
 
 
-def sweep(args: argparse.Namespace, n: int, peak: float | None, work: Path) -> tuple[float, GpuSampler]:
-    """Run one seed sweep at N runs per GPU; its wall seconds and GPU samples."""
+def sweep(args: argparse.Namespace, n: int, runs: int, peak: float | None, work: Path) -> tuple[float, GpuSampler]:
+    """Run one seed sweep of `runs` seeds at N runs per GPU; its wall seconds and GPU samples."""
     key = f"{args.model}_{args.scale}"
     overrides = [
-        f"model={args.model}", f"scale={args.scale}", f"hw={args.hw}", f"seed=range(0,{args.runs})",
+        f"model={args.model}", f"scale={args.scale}", f"hw={args.hw}", f"seed=range(0,{runs})",
         "progress=off", f"hydra.sweep.dir={work / 'sweep'}", *args.set,
     ]  # fmt: skip
     if n > 1:
@@ -86,6 +93,26 @@ def sweep(args: argparse.Namespace, n: int, peak: float | None, work: Path) -> t
         tail = (work / "sweep.log").read_text().strip().splitlines()[-5:]
         sys.exit(f"N={n}: the sweep exited {done.returncode}: " + " | ".join(tail))
     return wall, sampler
+
+
+def measured(
+    args: argparse.Namespace, n: int, runs: int, peak: float | None, work: Path
+) -> tuple[float, float | None, list[float]]:
+    """One N's wall seconds, most GPU GiB in use and utilisation samples: measured now, or read back
+    from the result.json a finished sweep left in its work dir (a call that ran out of time goes on
+    from the N it was at: carry --work-dir into the next one)."""
+    done = work / "result.json"
+    if done.exists():
+        kept = json.loads(done.read_text())
+        if kept["runs"] == runs:
+            print(f"N={n}: measured in an earlier call ({done})", flush=True)
+            return kept["wall_s"], kept["max_used_gib"], kept["utils"]
+    if any(work.iterdir()):  # a sweep cut short (or of another size): its runs would count twice
+        shutil.rmtree(work)
+        work.mkdir()
+    wall, gpu = sweep(args, n, runs, peak, work)
+    done.write_text(json.dumps({"runs": runs, "wall_s": wall, "max_used_gib": gpu.max_used_gib, "utils": gpu.utils}))
+    return wall, gpu.max_used_gib, gpu.utils
 
 
 def run_rows(work: Path, model: str) -> list[dict[str, Any]]:
@@ -126,6 +153,7 @@ def main() -> None:
     parser.add_argument("--scale", default="ding")
     parser.add_argument("--hw", default="h200")
     parser.add_argument("--runs", type=int, default=16, help="seeds per N (bounds each N's time)")
+    parser.add_argument("--n1-runs", type=int, default=None, help="seeds for N=1 (one at a time: a rate per run)")
     parser.add_argument("--n", default="1,2,4,8,12", help="runs per GPU to measure, comma-separated")
     parser.add_argument("--mps", choices=("on", "off"), default="on", help="CUDA MPS for N>1")
     parser.add_argument("--peak-gib", type=float, default=None, help="one run's GiB in use (default: N=1's NVML max)")
@@ -143,22 +171,26 @@ def main() -> None:
     for n in [int(x) for x in args.n.split(",")]:
         work = work_root / f"n{n}"
         work.mkdir(parents=True, exist_ok=True)
-        wall, gpu = sweep(args, n, peak, work)
+        wall, max_used, utils = measured(args, n, args.n1_runs or args.runs if n == 1 else args.runs, peak, work)
         rows = run_rows(work, args.model)
         if n == 1 and peak is None:  # what NVML saw in use with one run at a time (context included)
-            peak = gpu.max_used_gib
+            peak = max_used
         rate = len(rows) / wall * 3600
         base_rate = base_rate or (rate if n == 1 else None)
         epochs = epochs_key(rows)
         base_epochs = base_epochs if base_epochs is not None else (epochs if n == 1 else None)
+        # N=1 may have run fewer seeds (--n1-runs): compare the seeds both ran
+        same = {s: e for s, e in epochs.items() if base_epochs and s in base_epochs} == {
+            s: e for s, e in (base_epochs or {}).items() if s in epochs
+        }
         summary.append(
             {
                 "n": n, "mps": args.mps if n > 1 else "off", "runs": len(rows), "wall_s": round(wall, 1),
                 "runs_per_hour": round(rate, 1), "speedup_vs_n1": round(rate / base_rate, 2) if base_rate else "",
-                "max_gpu_memory_used_gib": round(gpu.max_used_gib, 1) if gpu.max_used_gib is not None else "",
-                "mean_gpu_util_pct": round(sum(gpu.utils) / len(gpu.utils), 1) if gpu.utils else "",
+                "max_gpu_memory_used_gib": round(max_used, 1) if max_used is not None else "",
+                "mean_gpu_util_pct": round(sum(utils) / len(utils), 1) if utils else "",
                 "peak_gib_per_run": round(peak, 2) if peak is not None else "",
-                "same_epochs_as_n1": (epochs == base_epochs) if base_epochs is not None else "",
+                "same_epochs_as_n1": same if base_epochs is not None else "",
                 "epochs_per_seed": " ".join(f"{s}:{e}" for s, e in sorted(epochs.items())),
             }
         )  # fmt: skip
