@@ -9,7 +9,8 @@ Per model, in this order: `python -m t4bench input=synthetic perf=default` and `
 subprocesses (each has the GPU to itself; throughput and train_loss read back from MLflow), then in
 this process a bare loop of the same model, generated batch, loss, optimizer and precision
 (zero_grad / forward / backward / step, nothing else), and FlopCounterMode over one step's forward
-and backward. The bf16 matrix-product peak is measured once (8192^3, random operands, median).
+and backward. Each column also gets its peak GPU memory (max_memory_allocated, GiB).
+The bf16 matrix-product peak is measured once (8192^3, random operands, median).
 A figure whose run ended with a non-finite loss is written as NaN, never as a throughput.
 Writes perf/results/gpu_suite_<gpu>_<date>.csv (or --csv); `suite_table.py` prints it as
 the README's markdown table.
@@ -62,6 +63,10 @@ class SuiteRow:
     bare_loss: float
     same_loss: float
     best_loss: float
+    # torch.cuda.max_memory_allocated, GiB: the measure t4bench logs as peak_gpu_memory_gib (NaN on a CPU)
+    bare_peak_gib: float
+    same_peak_gib: float
+    best_peak_gib: float
     units_per_step: int
     gflop_per_step: float
     peak_tflops: float
@@ -99,8 +104,12 @@ def matmul_peak_tflops(device: torch.device, size: int = 8192, reps: int = 10) -
     return 2 * size**3 / sorted(times)[len(times) // 2] / 1e12
 
 
-def bare_eager(cfg, ctx) -> tuple[float, float, int, float]:
-    """(units/s, mean loss, units per step, GFLOP per step) of a bare eager loop (`BareLoop`)."""
+def bare_eager(cfg, ctx) -> tuple[float, float, int, float, float]:
+    """(units/s, mean loss, units per step, GFLOP per step, peak GiB allocated) of a bare eager loop
+    (`BareLoop`); the peak covers the timed steps (model, optimizer state, activations), as
+    t4bench's peak_gpu_memory_gib covers its run."""
+    if ctx.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(ctx.device)
     loop = BareLoop(cfg, ctx)
     loss_sum = torch.zeros((), device=ctx.device, dtype=torch.float64)
 
@@ -112,10 +121,11 @@ def bare_eager(cfg, ctx) -> tuple[float, float, int, float]:
     steps = int(cfg.input.steps)
     units, seconds = timed(step, int(cfg.input.warmup_steps), steps, ctx.device, after_warmup=loss_sum.zero_)
     mean_loss = float(loss_sum) / steps
+    peak_gib = torch.cuda.max_memory_allocated(ctx.device) / 2**30 if ctx.device.type == "cuda" else math.nan
     with FlopCounterMode(display=False) as counter, torch.autocast(**loop.autocast):
         loss, _ = loop.bench.loss(loop.model, loop.batch)
         loss.backward()
-    return units / seconds, mean_loss, units // steps, counter.get_total_flops() / 1e9
+    return units / seconds, mean_loss, units // steps, counter.get_total_flops() / 1e9, peak_gib
 
 
 def perf_override(cfg, choice: str) -> str:
@@ -157,10 +167,10 @@ def measure(model: str, args: argparse.Namespace, out: Path, peak: float, gpu: s
         best = harness_run(model, [*overrides, perf_override(cfg, args.best)], out, notes)
     ctx = run_context(cfg, out)
     try:
-        bare, bare_loss, units, gflop = bare_eager(cfg, ctx)
+        bare, bare_loss, units, gflop, bare_peak = bare_eager(cfg, ctx)
     except (RuntimeError, ValueError) as failure:  # e.g. out of memory: keep the harness figures
         notes.append(f"bare loop failed: {str(failure).splitlines()[0][:200]}")
-        bare, bare_loss, units, gflop = math.nan, math.nan, 0, math.nan
+        bare, bare_loss, units, gflop, bare_peak = math.nan, math.nan, 0, math.nan, math.nan
     print(f"  {model}: bare eager {bare:,.1f} (loss {bare_loss:.4g}), {gflop:,.1f} GFLOP/step", flush=True)
     return SuiteRow(
         model=model,
@@ -174,6 +184,9 @@ def measure(model: str, args: argparse.Namespace, out: Path, peak: float, gpu: s
         bare_loss=bare_loss,
         same_loss=same["train_loss"],
         best_loss=best["train_loss"],
+        bare_peak_gib=bare_peak,
+        same_peak_gib=same.get("peak_gpu_memory_gib", math.nan),
+        best_peak_gib=best.get("peak_gpu_memory_gib", math.nan),
         units_per_step=units,
         gflop_per_step=gflop,
         peak_tflops=peak,

@@ -30,6 +30,11 @@ def _share(value: str) -> str:
     return "-" if math.isnan(number) else f"{100 * number:.1f}%"
 
 
+def _gib(row: dict[str, str], column: str) -> str:
+    number = float(row.get(column) or "nan")  # CSVs from before the peak columns have none
+    return "-" if math.isnan(number) else f"{number:.1f}"
+
+
 def markdown(path: Path) -> str:
     with path.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
@@ -42,8 +47,8 @@ def markdown(path: Path) -> str:
         "TFLOP/s bf16 matmul peak",
         "",
         "| model | batch | unit | bare eager | t4bench same settings | ratio | t4bench best | best / bare "
-        "| FLOP share bare / best |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| FLOP share bare / best | peak GiB bare / same / best |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in rows:
         lines.append(
@@ -51,7 +56,8 @@ def markdown(path: Path) -> str:
             f"| {_rate(row['t4bench_same'], row['same_loss'])} | {_ratio(row['same_over_bare'])} "
             f"| {_rate(row['t4bench_best'], row['best_loss'])} (perf={row['best_perf']}) "
             f"| {_ratio(row['best_over_bare'])} "
-            f"| {_share(row['bare_flop_fraction'])} / {_share(row['best_flop_fraction'])} |"
+            f"| {_share(row['bare_flop_fraction'])} / {_share(row['best_flop_fraction'])} "
+            f"| {_gib(row, 'bare_peak_gib')} / {_gib(row, 'same_peak_gib')} / {_gib(row, 'best_peak_gib')} |"
         )
     return "\n".join(lines)
 
