@@ -105,7 +105,7 @@ class NCFBenchmark(Benchmark):
         """Positives + fresh negatives; identical on every rank (seeded by seed and epoch) so the
         shared permutation in `tensor_batches` shards it without overlap."""
         assert self.data is not None
-        rng = np.random.default_rng([self.ctx.seed, epoch])
+        rng = np.random.default_rng([self.ctx.sampling_seed, epoch])
         pos_users, pos_items = self.data.train_users, self.data.train_items
         neg_items = self.data.sample_negatives(pos_users, self.train_negatives, rng).reshape(-1)
         users = np.concatenate([pos_users, np.repeat(pos_users, self.train_negatives)])

@@ -43,7 +43,7 @@ class GpuNegativeSampler:
 
     def epoch_samples(self, epoch: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(users, items, labels) of the epoch, on the device; the same on every rank (seed, epoch)."""
-        self.generator.manual_seed(self.ctx.seed * 1_000_003 + epoch)
+        self.generator.manual_seed(self.ctx.sampling_seed * 1_000_003 + epoch)
         neg_users = self.users.repeat_interleave(self.negatives)
         neg_items = torch.randint(0, self.num_items, neg_users.shape, device=neg_users.device, generator=self.generator)
         bad = self._is_positive(neg_users, neg_items)
@@ -63,7 +63,7 @@ class GpuNegativeSampler:
     def shard(self, n: int, epoch: int) -> torch.Tensor:
         """This rank's indices of a shared permutation (DistributedSampler's layout: padded with
         the permutation's head to a multiple of the world size, then every world_size-th index)."""
-        self.generator.manual_seed(self.ctx.seed * 1_000_033 + epoch)
+        self.generator.manual_seed(self.ctx.sampling_seed * 1_000_033 + epoch)
         order = torch.randperm(n, device=self.users.device, generator=self.generator)
         world = self.ctx.world_size
         total = -(-n // world) * world

@@ -165,7 +165,7 @@ class TranslationBenchmark(Benchmark):
 
     def train_batches(self, epoch: int) -> DataLoader[TranslationBatch]:
         # the same batches on every rank (seed and epoch only); the loader shards them
-        generator = torch.Generator().manual_seed(self.ctx.seed * 100_003 + epoch)
+        generator = torch.Generator().manual_seed(self.ctx.sampling_seed * 100_003 + epoch)
         batches = bucketed_batches(self._lengths, int(self.model_cfg.batch_size), generator)
         dataset = _BatchList(self.train_pairs, batches)
         return self.ctx.make_loader(dataset, 1, epoch=epoch, shuffle=True, collate_fn=_first)

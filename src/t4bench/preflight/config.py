@@ -111,6 +111,7 @@ UNIT_OPEN = Number(low=0, high=1, high_open=True)
 RULES: tuple[tuple[str, Rule], ...] = (
     # numpy's and torch's seeds must fit in 32 bits unsigned (numpy rejects negatives)
     ("seed", Number(integer=True, low=0, high=2**32 - 1)),
+    ("data_seed", Number(integer=True, low=0, high=2**32 - 1, nullable=True)),
     ("max_epochs", POSITIVE_INT),
     # a fraction 1/k of an epoch (checked whole in check_eval_every)
     ("eval_every", Number(low=0, high=1, low_open=True)),

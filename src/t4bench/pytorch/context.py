@@ -20,11 +20,18 @@ class RunContext:
     rank: int
     world_size: int
     local_rank: int
-    #: the run's `seed`; per-rank streams are derived from it with `rank_seed()`
+    #: the run's `seed`: model initialisation and dropout (seeded globally by the rank session)
     seed: int
     data_root: Path
     channels_last: bool = False
     num_workers: int = 0
+    #: the run's `data_seed` (null: `seed`), read through `sampling_seed`
+    data_seed: int | None = None
+
+    @property
+    def sampling_seed(self) -> int:
+        """The seed of the data order and sampling; per-rank streams come from it via `rank_seed()`."""
+        return self.seed if self.data_seed is None else self.data_seed
 
     @property
     def worker_start_method(self) -> str | None:
@@ -45,7 +52,7 @@ class RunContext:
 
     def rank_seed(self, stream: int = 0) -> int:
         """A seed for this rank's private randomness (negative sampling, augmentation)."""
-        return (self.seed * 1_000_003 + self.rank * 7919 + stream) % (2**31 - 1)
+        return (self.sampling_seed * 1_000_003 + self.rank * 7919 + stream) % (2**31 - 1)
 
     def generator(self, stream: int = 0) -> torch.Generator:
         return torch.Generator().manual_seed(self.rank_seed(stream))
@@ -67,7 +74,7 @@ class RunContext:
             num_replicas=self.world_size,
             rank=self.rank,
             shuffle=shuffle,
-            seed=self.seed,
+            seed=self.sampling_seed,
             drop_last=drop_last,
         )
         sampler.set_epoch(epoch)
@@ -108,7 +115,7 @@ class RunContext:
             num_replicas=self.world_size,
             rank=self.rank,
             shuffle=shuffle,
-            seed=self.seed,
+            seed=self.sampling_seed,
         )
         sampler.set_epoch(epoch)
         return torch.tensor(list(sampler), dtype=torch.long)

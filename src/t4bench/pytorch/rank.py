@@ -50,6 +50,7 @@ def run_context(cfg: DictConfig, env: RunEnvironment, device: torch.device) -> R
         data_root=Path(str(cfg.paths.data_root)),
         channels_last=bool(cfg.model.get("channels_last", False)) and device.type == "cuda",
         num_workers=int(env.hw.get("loader_workers", 0) or 0),
+        data_seed=None if cfg.get("data_seed") is None else int(cfg.data_seed),
     )
 
 

@@ -20,10 +20,18 @@ class TFContext:
     #: this worker (process) and the number of workers; each worker feeds one input pipeline
     rank: int
     workers: int
+    #: the run's `seed`: initial weights (Keras' global generator, seeded by the rank session)
     seed: int
     data_root: Path
     #: cfg.tensorflow (xla, bn_momentum, cache_decoded, ...), per-scale values already picked
     settings: Mapping[str, Any] = field(default_factory=dict)
+    #: the run's `data_seed` (null: `seed`), read through `sampling_seed`
+    data_seed: int | None = None
+
+    @property
+    def sampling_seed(self) -> int:
+        """The seed of the data order, augmentation and synthetic batches."""
+        return self.seed if self.data_seed is None else self.data_seed
 
     @property
     def world_size(self) -> int:

@@ -103,6 +103,7 @@ class TFRank:
             seed=int(cfg.seed),
             data_root=Path(str(cfg.paths.data_root)),
             settings=settings_for(cfg),
+            data_seed=None if cfg.get("data_seed") is None else int(cfg.data_seed),
         )
 
     def _strategy(self, tf: Any) -> tuple[Any, int, str]:

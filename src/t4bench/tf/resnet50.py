@@ -97,7 +97,7 @@ class KerasResNet50(Benchmark):
 
         ctx, batch = self.tf_ctx, int(self.model_cfg.batch_size)
         dataset = ctx.distribute(
-            lambda: self.train_pipeline.train(batch, ctx.seed, epoch, ctx.replicas, ctx.world_size)
+            lambda: self.train_pipeline.train(batch, ctx.sampling_seed, epoch, ctx.replicas, ctx.world_size)
         )
         return StepBatches(dataset, ctx.step_samples(self.dataset_train_size(), batch))
 
@@ -139,7 +139,7 @@ class KerasResNet50(Benchmark):
             int(self.model_cfg.batch_size),
             int(self.model_cfg.data.image_size),
             int(self.model_cfg.arch.num_classes),
-            self.tf_ctx.seed,
+            self.tf_ctx.sampling_seed,
         )
 
 
