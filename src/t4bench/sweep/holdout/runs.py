@@ -103,7 +103,7 @@ class HoldOut:
                     f"seed={s}",
                     f"tracking.sweep_id={quote(sweep_id)}",
                     f"tracking.parent_run_id={arm}",
-                    f"tracking.run_name={run_names.seed(s, depth=2)}",
+                    f"tracking.run_name={quote(run_names.seed(s, depth=2))}",
                 ]
                 for s in todo
             ]
