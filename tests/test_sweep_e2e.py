@@ -271,7 +271,7 @@ def test_held_out_validation_reports_both_arms_with_statistics(
     names = {
         r.info.run_name for r in runs if r.data.tags.get("t4bench.sweep_id", "").startswith("ncf-optuna-validate-")
     }
-    assert names == {"seed=7", "seed=8"}  # under their arm's run, which names the arm
+    assert names == {f"tuned-t{best}", "reference", "seed=7", "seed=8"}  # seed runs under their arm's run
     # every name fits the Run Name column, every run carries at most 20 tags
     assert not names_that_do_not_fit(runs) and all(len(r.data.tags) <= 20 for r in runs)
 
