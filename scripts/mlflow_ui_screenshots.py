@@ -4,8 +4,8 @@
     mlflow server --backend-store-uri sqlite:///mlflow.db --port 5077 &
     python scripts/mlflow_ui_screenshots.py --url http://127.0.0.1:5077 --experiment t4bench-ncf
 
-Writes the experiment's runs page (the sweep's parent run expanded, the Run Name column at its
-default width: t4bench's run names fit it), one training run's overview (its at most 20 tags) and
+Writes the experiment's runs page (every sweep parent expanded, the Run Name column at its default
+width: t4bench's run names fit it at each depth), one training run's overview (its at most 20 tags) and
 its System metrics tab. `?workflowType=machine_learning` opens MLflow 3's "Model training" side of the UI
 (its default side is GenAI, whatever the experiment's kind).
 """
@@ -27,6 +27,18 @@ def close_assistant(page: Page) -> None:
     close = page.locator('[data-component-id="mlflow.assistant.chat_panel.close"]')
     if close.count():
         close.first.click()
+
+
+def expand_all(page: Page) -> None:
+    """Show every nested run: click collapsed expanders (they draw a plus) until none is left, as
+    a trial's expander appears only once its sweep's is open."""
+    expanders = page.locator('[data-component-id$="runnamecellrenderer.tsx_46"]')
+    for _ in range(20):
+        collapsed = [i for i in range(expanders.count()) if "M7.25 7.25V4.5" in expanders.nth(i).inner_html()]
+        if not collapsed:
+            return
+        expanders.nth(collapsed[0]).click()
+        page.wait_for_timeout(500)
 
 
 def choose_columns(page: Page, hide: list[str], show: list[str]) -> None:
@@ -63,13 +75,16 @@ def main() -> None:
         page.goto(f"{args.url}/#/experiments/{exp_id}/runs?{ML_VIEW}")
         page.wait_for_selector("text=Run Name", timeout=60_000)
         close_assistant(page)
-        expanders = page.locator('[data-component-id$="runnamecellrenderer.tsx_46"]')
-        for i in range(expanders.count()):  # show the runs nested under each sweep parent
-            expanders.nth(i).click()
+        expand_all(page)
         choose_columns(page, hide=["Dataset", "Source", "Models"], show=SHOWN_COLUMNS)
         page.mouse.move(5, 5)
         page.wait_for_timeout(1500)
+        # every run in view: the page as tall as its rows (32 px each, below ~300 px of header)
+        rows = page.locator('[role=gridcell][col-id="attributes.`Run Name`"]').count()
+        page.set_viewport_size({"width": 1400, "height": max(820, 380 + 32 * rows)})
+        page.wait_for_timeout(1500)
         page.screenshot(path=str(args.out / "mlflow_ui_runs.png"))
+        page.set_viewport_size({"width": 1400, "height": 820})
 
         page.goto(f"{args.url}/#/experiments/{exp_id}/runs/{run.info.run_id}?{ML_VIEW}")
         page.wait_for_selector("text=Tags", timeout=60_000)
@@ -79,7 +94,7 @@ def main() -> None:
         page.screenshot(path=str(args.out / "mlflow_ui_run.png"), full_page=True)
 
         page.goto(f"{args.url}/#/experiments/{exp_id}/runs/{run.info.run_id}/system-metrics?{ML_VIEW}")
-        page.wait_for_selector("text=system/", timeout=60_000)
+        page.wait_for_selector("text=system/", timeout=180_000)
         close_assistant(page)
         page.mouse.move(5, 5)  # no chart toolbar under the pointer
         page.wait_for_timeout(2500)  # the charts draw after the metric histories load

@@ -42,7 +42,7 @@ def test_main_entry_trains_into_the_project_run(tmp_path: Path, tracking_uri: st
     assert run.data.tags["mlflow.project.entryPoint"] == "main"
     assert run.data.params["seed"] == "3" and run.data.tags["t4bench.seed"] == "3"
     assert run.data.params["max_epochs"] == "1"
-    assert run.info.run_name == "ncf-mini-cpux1-seed3"
+    assert run.info.run_name == "ncf-mini-cpux1-s3"
     assert "time_to_train_s" in run.data.metrics
     # adopted through tracking.run_id (t4bench.mlproject passes MLFLOW_RUN_ID)
     assert run.data.params["tracking.run_id"] == run.info.run_id

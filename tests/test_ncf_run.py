@@ -44,7 +44,7 @@ def test_default_run_converges_with_the_full_contract(run_t4bench, mlflow_client
     assert "converged" in proc.stdout and "time_to_train_s" in proc.stdout
     run = only_run(mlflow_client)
     assert run.info.status == "FINISHED"
-    assert run.info.run_name == "ncf-mini-cpux1-seed3"
+    assert run.info.run_name == "ncf-mini-cpux1-s3"
     tags = run_tags(mlflow_client, run)
     for tag in CONTRACT_TAGS:
         assert tag in tags, tag

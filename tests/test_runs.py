@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from t4bench import mlflow_names as names
 from t4bench.runs import liveness as runs
 from t4bench.tracking import run_tags
 
@@ -73,12 +74,12 @@ def test_sigkilled_process_is_repaired(store: tuple[str, MlflowClient]) -> None:
     proc, run_id = start_victim(uri)
     try:
         tags = client.get_run(run_id).data.tags
-        assert tags[runs.PID_TAG] == str(proc.pid) and tags[runs.HOST_TAG] == socket.gethostname()
-        first_beat = int(tags[runs.HEARTBEAT_TAG])
+        assert tags[names.PID] == str(proc.pid) and tags[names.HOST] == socket.gethostname()
+        first_beat = int(tags[names.HEARTBEAT])
         # alive: repair leaves it
         assert runs.repair(client) == []
         time.sleep(1.6)
-        assert int(client.get_run(run_id).data.tags[runs.HEARTBEAT_TAG]) >= first_beat  # it keeps beating
+        assert int(client.get_run(run_id).data.tags[names.HEARTBEAT]) >= first_beat  # it keeps beating
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -92,8 +93,8 @@ def test_sigkilled_process_is_repaired(store: tuple[str, MlflowClient]) -> None:
     run = client.get_run(run_id)
     assert run.info.status == "KILLED" and run.data.tags["t4bench.outcome"] == "killed"
     # its last sign of life (the liveness tags moved to the closed run's tag file)
-    assert run.info.end_time == int(run_tags(client, run)[runs.HEARTBEAT_TAG]) * 1000
-    assert runs.HEARTBEAT_TAG not in run.data.tags
+    assert run.info.end_time == int(run_tags(client, run)[names.HEARTBEAT]) * 1000
+    assert names.HEARTBEAT not in run.data.tags
     assert "1 stale run(s) marked KILLED" in done.stdout
     again = repair_cli(uri)
     assert "0 stale run(s)" in again.stdout
@@ -133,27 +134,27 @@ def test_what_repair_leaves_alone(store: tuple[str, MlflowClient]) -> None:
     me = _tagged_run(
         client,
         **{
-            runs.HOST_TAG: socket.gethostname(),
-            runs.PID_TAG: str(os.getpid()),
-            runs.PID_START_TAG: runs.pid_start_time(os.getpid()) or "",
-            runs.PIDNS_TAG: runs.pid_namespace(),
-            runs.HEARTBEAT_TAG: str(now - 3600),  # a live process: the age does not matter
+            names.HOST: socket.gethostname(),
+            names.PID: str(os.getpid()),
+            names.PID_START: runs.pid_start_time(os.getpid()) or "",
+            names.PID_NAMESPACE: runs.pid_namespace(),
+            names.HEARTBEAT: str(now - 3600),  # a live process: the age does not matter
         },
     )
     # same host name, another pid namespace (a container on host networking): judged by its beat
     container = _tagged_run(
         client,
         **{
-            runs.HOST_TAG: socket.gethostname(),
-            runs.PID_TAG: "999999",
-            runs.PIDNS_TAG: "pid:[1]",
-            runs.INTERVAL_TAG: "30",
-            runs.HEARTBEAT_TAG: str(now - 10),
+            names.HOST: socket.gethostname(),
+            names.PID: "999999",
+            names.PID_NAMESPACE: "pid:[1]",
+            names.HEARTBEAT_INTERVAL_S: "30",
+            names.HEARTBEAT: str(now - 10),
         },
     )
     elsewhere = _tagged_run(
         client,
-        **{runs.HOST_TAG: "other-host", runs.PID_TAG: "1", runs.INTERVAL_TAG: "30", runs.HEARTBEAT_TAG: str(now - 60)},
+        **{names.HOST: "other-host", names.PID: "1", names.HEARTBEAT_INTERVAL_S: "30", names.HEARTBEAT: str(now - 60)},
     )
     untracked = _tagged_run(client)
     assert runs.repair(client) == []
@@ -167,17 +168,17 @@ def test_silent_other_host_and_reused_pid(store: tuple[str, MlflowClient]) -> No
     now = int(time.time())
     silent = _tagged_run(
         client,
-        **{runs.HOST_TAG: "other-host", runs.PID_TAG: "1", runs.INTERVAL_TAG: "30", runs.HEARTBEAT_TAG: str(now - 600)},
+        **{names.HOST: "other-host", names.PID: "1", names.HEARTBEAT_INTERVAL_S: "30", names.HEARTBEAT: str(now - 600)},
     )
     # this process's pid, but started at another time: the run's process is gone, the pid reused
     reused = _tagged_run(
         client,
         **{
-            runs.HOST_TAG: socket.gethostname(),
-            runs.PID_TAG: str(os.getpid()),
-            runs.PID_START_TAG: "1",
-            runs.PIDNS_TAG: runs.pid_namespace(),
-            runs.HEARTBEAT_TAG: str(now),
+            names.HOST: socket.gethostname(),
+            names.PID: str(os.getpid()),
+            names.PID_START: "1",
+            names.PID_NAMESPACE: runs.pid_namespace(),
+            names.HEARTBEAT: str(now),
         },
     )
     verdicts = {v.run_id: v.reason for v in runs.repair(client)}
@@ -218,7 +219,7 @@ def test_sigkilled_t4bench_run_is_repaired(tmp_path: Path) -> None:
                 break
         assert seen and "init took" in seen[-1], "".join(seen)
         (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
-        assert runs.HEARTBEAT_TAG in run.data.tags
+        assert names.HEARTBEAT in run.data.tags
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()

@@ -19,6 +19,7 @@ from optuna.trial import TrialState
 
 from t4bench.tracking import run_tags
 from tests.conftest import DATA_ROOT, all_runs
+from tests.test_run_names import names_that_do_not_fit
 from tests.test_sweep_units import postgres_url  # noqa: F401  (fixture: a throwaway PostgreSQL server)
 
 # each test trains (1-3 epoch runs of NCF mini in subprocesses)
@@ -74,7 +75,7 @@ def test_seed_sweep_parent_run_and_summary(run_t4bench, mlflow_client, tmp_path:
     assert parent.data.metrics["epochs_run_mean"] == 1.0
     assert "epochs_to_converge_converged_fraction" in parent.data.metrics
     # readable name, the fixed part of the config as params (not the swept seed), the config's tags
-    assert parent.info.run_name == "seeds-ncf-sweep"
+    assert parent.info.run_name == "seeds-sweep" and sorted(r.info.run_name for r in children) == ["seed=0", "seed=1"]
     assert parent.data.params["max_epochs"] == "1" and "seed" not in parent.data.params
     assert parent.data.tags["t4bench.hw"] == "cpu" and parent.data.tags["t4bench.scale"] == "mini"
     assert (tmp_path / "sweep" / "summary.json").exists()
@@ -168,13 +169,14 @@ def test_mlflow_layout_parent_trials_seeds_best(two_worker_sweep: tuple[Path, st
     best_lr = run_tags(MlflowClient(uri), parent)["t4bench.best.model.optimizer.lr"]  # in its tag file
     assert float(best_lr) == pytest.approx(best.params["model.optimizer.lr"])
     # readable names, the sweep's fixed params (not the searched one) and the config's tags
-    assert parent.info.run_name.startswith("sweep-ncf-optuna")
-    # every run of the sweep fits the runs table: a short name, at most 20 tags (the rest in its file)
-    assert all(len(r.info.run_name) <= 24 and len(r.data.tags) <= 20 for r in runs), [
+    assert parent.info.run_name.startswith("ncf-optuna-")
+    # every run of the sweep fits the runs table: a name that shows whole at its nesting depth, at
+    # most 20 tags (the rest in its file)
+    assert not names_that_do_not_fit(runs) and all(len(r.data.tags) <= 20 for r in runs), [
         (r.info.run_name, len(r.data.tags)) for r in runs
     ]
     assert sorted(r.info.run_name for r in trials) == ["trial-000", "trial-001", "trial-002"]
-    assert sorted(r.info.run_name for r in seeds) == [f"trial-00{t}-seed{s}" for t in range(3) for s in (0, 1)]
+    assert sorted(r.info.run_name for r in seeds) == ["seed=0"] * 3 + ["seed=1"] * 3
     assert parent.data.params["max_epochs"] == "1" and parent.data.params["model.name"] == "ncf"
     assert "model.optimizer.lr" not in parent.data.params and "seed" not in parent.data.params
     assert parent.data.params["sweep.seeds"] == "0,1"
@@ -269,9 +271,9 @@ def test_held_out_validation_reports_both_arms_with_statistics(
     names = {
         r.info.run_name for r in runs if r.data.tags.get("t4bench.sweep_id", "").startswith("ncf-optuna-validate-")
     }
-    assert {"tuned-seed7", "tuned-seed8", "reference-seed7", "reference-seed8"} <= names
+    assert names == {f"tuned-t{best}", "reference", "seed=7", "seed=8"}  # seed runs under their arm's run
     # every name fits the Run Name column, every run carries at most 20 tags
-    assert all(len(r.info.run_name) <= 24 and len(r.data.tags) <= 20 for r in runs)
+    assert not names_that_do_not_fit(runs) and all(len(r.data.tags) <= 20 for r in runs)
 
 
 def test_other_study_reusing_the_sweep_id_fails_in_one_line(two_worker_sweep: tuple[Path, str], tmp_path: Path) -> None:

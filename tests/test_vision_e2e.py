@@ -76,7 +76,7 @@ def test_mini_converges_with_the_full_contract(model, shared_runs, tmp_path: Pat
     run = only_run(mlflow_client, f"t4bench-{model}")
     assert run.info.status == "FINISHED"
     # the model is left out of a name too long for the Run Name column (the experiment names it)
-    assert run.info.run_name == {"ssd": "ssd-mini-cpux1-seed1"}.get(model, "mini-cpux1-seed1")
+    assert run.info.run_name == {"ssd": "ssd-mini-cpux1-s1"}.get(model, "mini-cpux1-s1")
     tags = run_tags(mlflow_client, run)
     for tag in CONTRACT_TAGS:
         assert tag in tags, tag

@@ -10,7 +10,9 @@ No MLflow import here: plain names and strings.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from pathlib import Path
 
 #: the experiment tag MLflow's UI reads to choose the experiment's view
 KIND_TAG = "mlflow.experimentKind"
@@ -68,6 +70,12 @@ DEFAULT_UI = "http://127.0.0.1:5000"
 #: the query MLflow 3.17's UI reads (URLSearchParams `workflowType`) to open the classic-ML
 #: (model training) side instead of its default GenAI side
 CLASSIC_ML_QUERY = "workflowType=machine_learning"
+
+
+def default_tracking_uri() -> str:
+    """Where `python -m t4bench` tracks (conf/config.yaml's tracking.uri): MLFLOW_TRACKING_URI,
+    else ./mlflow.db; the default of every command that reads the runs back."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
 def ui_url(tracking_uri: str, experiment_id: str) -> str:

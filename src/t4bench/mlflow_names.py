@@ -2,13 +2,11 @@
 sweeps and the UI read. One place, so a rename is one edit and a typo is a NameError, not a
 silently missing column.
 
-Values are plain strings (MLflow's own types); nothing here imports MLflow. `fit_run_name`
-shortens a run name to the runs table's Run Name column.
+Values are plain strings (MLflow's own types); nothing here imports MLflow. Run names are made
+in t4bench.run_names.
 """
 
 from __future__ import annotations
-
-import hashlib
 
 # --- tags: what was run ---------------------------------------------------------------------
 MODEL = "t4bench.model"
@@ -26,8 +24,6 @@ OUTCOME_NOTE = "t4bench.outcome_note"
 #: new value; the params keep the values the run started with
 RESUME_CHANGED_PREFIX = "t4bench.resume_changed."
 SWEEP_ID = "t4bench.sweep_id"
-#: how many runs shared the run's GPU (packed runs); above 1 its seconds are not a time to train
-GPU_SHARE = "t4bench.gpu_share"
 #: prefix of the software version tags: t4bench.version.<package>
 VERSION_PREFIX = "t4bench.version."
 
@@ -160,19 +156,6 @@ RUN_TAGS = frozenset(
         SLURM_JOB_ID,
     }
 )
-#: run names fit the runs table's Run Name column at its default width (about 24 characters)
-RUN_NAME_MAX = 24
-
-
-def fit_run_name(name: str, limit: int = RUN_NAME_MAX) -> str:
-    """`name`, or when longer than `limit` its head, `~` and 6 hex digits of the whole name's hash
-    (names that differ stay apart; the run's tags keep the long identity)."""
-    if len(name) <= limit:
-        return name
-    head = name[: limit - 7].rstrip("-_.")  # no dangling separator before the hash
-    return f"{head}~{hashlib.sha1(name.encode()).hexdigest()[:6]}"
-
-
 # --- tags MLflow itself defines ---------------------------------------------------------------
 MLFLOW_PARENT_RUN_ID = "mlflow.parentRunId"
 MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"

@@ -34,7 +34,7 @@ from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 import t4bench
-from t4bench import experiments, system_metrics
+from t4bench import experiments, run_names, system_metrics
 from t4bench import mlflow_names as names
 from t4bench.run_env import RunEnvironment
 
@@ -109,11 +109,8 @@ def git_commit() -> str | None:
 
 
 def default_run_name(cfg: DictConfig, env: RunEnvironment) -> str:
-    """`<model>-<scale>-<hw>x<count>-seed<seed>`; without the model (the experiment names it) when
-    that is too long for the runs table's Run Name column."""
-    rest = f"{cfg.scale.name}-{env.hw.name}x{env.world_size}-seed{cfg.seed}"
-    full = f"{cfg.model.name}-{rest}"
-    return full if len(full) <= names.RUN_NAME_MAX else names.fit_run_name(rest)
+    """The run's name when tracking.run_name gives none (t4bench.run_names.job)."""
+    return run_names.job(cfg, env.hw.name, env.world_size)
 
 
 def _artifact_location(tracking_uri: str, experiment: str) -> str | None:

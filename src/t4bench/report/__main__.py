@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from t4bench import experiments
 from t4bench import mlflow_names as names
-from t4bench.errors import ArgumentParser
+from t4bench.errors import ArgumentParser, one_line
 from t4bench.report.errors import ReportError
 
 if TYPE_CHECKING:
@@ -31,11 +32,6 @@ if TYPE_CHECKING:
 PROG = "python -m t4bench.report"
 #: the command name in usage and error lines (`t4bench report` when the console script runs it)
 _prog = PROG
-
-
-def default_tracking_uri() -> str:
-    """As `python -m t4bench` (conf/config.yaml): MLFLOW_TRACKING_URI, else ./mlflow.db."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
 def _filter_args(parser: argparse.ArgumentParser) -> None:
@@ -130,7 +126,7 @@ def report(argv: Sequence[str]) -> int:
     from t4bench.report.build import Options, build, shown_uri
     from t4bench.report.publish import log_report
 
-    uri = args.tracking_uri or default_tracking_uri()
+    uri = args.tracking_uri or experiments.default_tracking_uri()
     flt = _run_filter(args)
     opts = Options(
         baseline=args.baseline, prices=parse_prices(args.price), optuna_storage=args.optuna_storage, study=args.study
@@ -160,7 +156,7 @@ def export(argv: Sequence[str]) -> int:
     from t4bench.report import query
     from t4bench.report.export import export_results
 
-    client = _client(args.tracking_uri or default_tracking_uri())
+    client = _client(args.tracking_uri or experiments.default_tracking_uri())
     flt = _run_filter(args)
     selection = query.select(client, flt)
     written = export_results(client, selection.runs, args.out)
@@ -173,13 +169,8 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     global _prog
     _prog = prog
     argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        if argv[:1] == ["export"]:
-            return export(argv[1:])
-        return report(argv)
-    except ReportError as err:
-        print(f"t4bench: error: {err}", file=sys.stderr)
-        return 2
+    result, status = one_line("", lambda: export(argv[1:]) if argv[:1] == ["export"] else report(argv))
+    return result if result is not None else status
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from t4bench.errors import T4BenchError
 
-class ReportError(Exception):
+
+class ReportError(T4BenchError):
     """Bad input or nothing to report: one line `t4bench: error: ...`, exit status 2."""

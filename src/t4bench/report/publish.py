@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from t4bench import experiments
+from t4bench import experiments, run_names
 from t4bench import mlflow_names as names
 from t4bench.report.query import REPORT_TAG
 
@@ -41,7 +41,7 @@ def log_report(
             REPORT_EXPERIMENT, tags=experiments.tags_for(REPORT_EXPERIMENT, REPORT_DESCRIPTION)
         )
     )
-    name = names.fit_run_name(f"report-{out.resolve().name}")  # fits the Run Name column
+    name = run_names.report(out.resolve().name)  # fits the Run Name column
     run = client.create_run(exp_id, run_name=name, tags={REPORT_TAG: "1", **tags})
     status = names.FAILED
     try:

@@ -5,17 +5,12 @@ MLflow runs left RUNNING by a process that is gone KILLED (`t4bench.runs.livenes
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 
-from t4bench.errors import ArgumentParser, T4BenchError
+from t4bench import experiments
+from t4bench.errors import ArgumentParser, T4BenchError, one_line
 from t4bench.runs.liveness import STALE_INTERVALS, repair
-
-
-def default_tracking_uri() -> str:
-    """What `python -m t4bench` uses: MLFLOW_TRACKING_URI, else ./mlflow.db."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{os.path.abspath('mlflow.db')}"
 
 
 def _repair_command(args: argparse.Namespace) -> int:
@@ -46,7 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     fix = commands.add_parser("repair", help="mark RUNNING runs whose process is gone KILLED")
     fix.add_argument(
-        "--tracking-uri", default=default_tracking_uri(), help="default: $MLFLOW_TRACKING_URI or ./mlflow.db"
+        "--tracking-uri",
+        default=experiments.default_tracking_uri(),
+        help="default: $MLFLOW_TRACKING_URI or ./mlflow.db",
     )
     fix.add_argument("--experiment", action="append", help="only this experiment (repeatable; default: all)")
     fix.add_argument("--dry-run", action="store_true", help="list them, change nothing")
@@ -57,11 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="missed heartbeats before a run on another host counts as gone",
     )
     args = parser.parse_args(argv)
-    try:
-        return _repair_command(args)
-    except T4BenchError as err:
-        print(f"t4bench: error: {err}", file=sys.stderr)
-        return 2
+    result, status = one_line("", lambda: _repair_command(args), args.tracking_uri)
+    return result if result is not None else status
 
 
 if __name__ == "__main__":

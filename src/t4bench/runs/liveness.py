@@ -27,13 +27,6 @@ from typing import Any
 from t4bench import mlflow_names as names
 from t4bench.runs import search
 
-HEARTBEAT_TAG = names.HEARTBEAT
-INTERVAL_TAG = names.HEARTBEAT_INTERVAL_S
-HOST_TAG = names.HOST
-PID_TAG = names.PID
-PID_START_TAG = names.PID_START
-PIDNS_TAG = names.PID_NAMESPACE
-REPAIRED_TAG = names.REPAIRED
 DEFAULT_INTERVAL_S = 30.0
 #: a run on another host is stale after this many missed heartbeats (slow stores, clock skew)
 STALE_INTERVALS = 5
@@ -94,11 +87,11 @@ class Heartbeat:
 
     def start(self) -> Heartbeat:
         pid = os.getpid()
-        self._client.set_tag(self.run_id, HOST_TAG, socket.gethostname())
-        self._client.set_tag(self.run_id, PID_TAG, str(pid))
-        self._client.set_tag(self.run_id, PID_START_TAG, pid_start_time(pid) or "")
-        self._client.set_tag(self.run_id, PIDNS_TAG, pid_namespace())
-        self._client.set_tag(self.run_id, INTERVAL_TAG, f"{self.interval_s:g}")
+        self._client.set_tag(self.run_id, names.HOST, socket.gethostname())
+        self._client.set_tag(self.run_id, names.PID, str(pid))
+        self._client.set_tag(self.run_id, names.PID_START, pid_start_time(pid) or "")
+        self._client.set_tag(self.run_id, names.PID_NAMESPACE, pid_namespace())
+        self._client.set_tag(self.run_id, names.HEARTBEAT_INTERVAL_S, f"{self.interval_s:g}")
         self._beat()
         self._thread = threading.Thread(target=self._loop, name="t4bench-heartbeat", daemon=True)
         self._thread.start()
@@ -116,7 +109,7 @@ class Heartbeat:
         self.stop()
 
     def _beat(self) -> None:
-        self._client.set_tag(self.run_id, HEARTBEAT_TAG, str(int(time.time())))
+        self._client.set_tag(self.run_id, names.HEARTBEAT, str(int(time.time())))
 
     def _loop(self) -> None:
         if self.repair_on_start:
@@ -151,19 +144,19 @@ class Verdict:
 
 def stale_reason(tags: dict[str, str], now: float, host: str, stale_intervals: int = STALE_INTERVALS) -> str | None:
     """Why a RUNNING run with these tags has no live process (None: alive, or no heartbeat tag)."""
-    beat = tags.get(HEARTBEAT_TAG)
+    beat = tags.get(names.HEARTBEAT)
     if beat is None or not beat.isdigit():
         return None
-    pid = tags.get(PID_TAG, "")
-    same_namespace = tags.get(PIDNS_TAG, "") == pid_namespace()
-    if tags.get(HOST_TAG) == host and same_namespace and pid.isdigit():
-        if process_alive(int(pid), tags.get(PID_START_TAG) or None):
+    pid = tags.get(names.PID, "")
+    same_namespace = tags.get(names.PID_NAMESPACE, "") == pid_namespace()
+    if tags.get(names.HOST) == host and same_namespace and pid.isdigit():
+        if process_alive(int(pid), tags.get(names.PID_START) or None):
             return None
         return f"its process {pid} on {host} is gone"
-    interval = float(tags.get(INTERVAL_TAG) or DEFAULT_INTERVAL_S)
+    interval = float(tags.get(names.HEARTBEAT_INTERVAL_S) or DEFAULT_INTERVAL_S)
     silent = now - int(beat)
     if silent > stale_intervals * interval:
-        return f"no heartbeat from {tags.get(HOST_TAG, '?')} for {silent:.0f} s (every {interval:g} s expected)"
+        return f"no heartbeat from {tags.get(names.HOST, '?')} for {silent:.0f} s (every {interval:g} s expected)"
     return None
 
 
@@ -188,12 +181,12 @@ def repair(
         reason = stale_reason(run.data.tags, now, host, stale_intervals)
         if reason is None:
             continue
-        beat = int(run.data.tags[HEARTBEAT_TAG])
+        beat = int(run.data.tags[names.HEARTBEAT])
         verdict = Verdict(run.info.run_id, run.info.run_name or "", run.info.experiment_id, reason, beat)
         found.append(verdict)
         if not dry_run:
             client.set_tag(run.info.run_id, names.OUTCOME, names.OUTCOME_KILLED)
-            client.set_tag(run.info.run_id, REPAIRED_TAG, reason)
+            client.set_tag(run.info.run_id, names.REPAIRED, reason)
             # the run ended at its last sign of life, not when the repair noticed
             client.set_terminated(run.info.run_id, status=names.KILLED, end_time=beat * 1000)
             _fold(client, run.info.run_id)

@@ -19,14 +19,6 @@ from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
 from t4bench.runs import search
 
-# the sweep's part of the MLflow contract (the run's part is t4bench.mlflow_names)
-ROLE = names.SWEEP_ROLE
-SWEEP_ID = names.SWEEP_ID
-KIND = names.SWEEP_KIND
-IDENTITY = names.SWEEP_IDENTITY
-OUTCOME = names.OUTCOME
-PARENT = names.MLFLOW_PARENT_RUN_ID
-
 
 class SweepIdConflict(T4BenchError):
     """A sweep id already names the parent run of another sweep."""
@@ -67,12 +59,12 @@ def _quote(value: str) -> str:
 
 
 def find_runs(mlflow: Any, exp_id: str, sweep_id: str, role: str | None) -> list[Any]:
-    query = f"tags.`{SWEEP_ID}` = {_quote(sweep_id)}"
+    query = f"tags.`{names.SWEEP_ID}` = {_quote(sweep_id)}"
     if role is not None:
-        query += f" and tags.`{ROLE}` = {_quote(role)}"
+        query += f" and tags.`{names.SWEEP_ROLE}` = {_quote(role)}"
     runs = list(search.all_runs(mlflow, [exp_id], query))
     if role is None:
-        runs = [r for r in runs if ROLE not in r.data.tags]
+        runs = [r for r in runs if names.SWEEP_ROLE not in r.data.tags]
     return runs
 
 
@@ -90,7 +82,7 @@ def get_or_create_parent(
     """The sweep's parent run: found by tag when the sweep is resumed (RUNNING again unless
     `reopen` is false: a validation adds no trials to it), else created.
 
-    A parent found under `sweep_id` is reused only when its IDENTITY tag equals `identity` (the
+    A parent found under `sweep_id` is reused only when its names.SWEEP_IDENTITY tag equals `identity` (the
     same study, the same seed-sweep folder): another sweep that reuses an old sweep id must not
     reopen, and then leave RUNNING, a parent that is not its own (SweepIdConflict)."""
     found = find_runs(mlflow, exp_id, sweep_id, "parent")
@@ -103,7 +95,13 @@ def get_or_create_parent(
         return str(run_id)
     from t4bench.tracking import create_run
 
-    tags = {SWEEP_ID: sweep_id, ROLE: "parent", KIND: kind, IDENTITY: identity, **dict(tags or {})}
+    tags = {
+        names.SWEEP_ID: sweep_id,
+        names.SWEEP_ROLE: "parent",
+        names.SWEEP_KIND: kind,
+        names.SWEEP_IDENTITY: identity,
+        **dict(tags or {}),
+    }
     return create_run(mlflow, exp_id, run_name, tags)
 
 
@@ -112,7 +110,7 @@ def check_identity(mlflow: Any, run: Any, sweep_id: str, identity: str) -> None:
     tag of its tag file)."""
     from t4bench.tracking import run_tags
 
-    theirs = run_tags(mlflow, run).get(IDENTITY)
+    theirs = run_tags(mlflow, run).get(names.SWEEP_IDENTITY)
     if theirs != identity:
         raise SweepIdConflict(
             f"sweep id {sweep_id!r} belongs to another sweep ({theirs or 'one made before sweep identities'}; "
@@ -123,11 +121,11 @@ def check_identity(mlflow: Any, run: Any, sweep_id: str, identity: str) -> None:
 def close_running_children(mlflow: Any, exp_id: str, parent_id: str, status: str) -> list[str]:
     """End the child runs of `parent_id` that are still RUNNING (their process is gone: a killed
     worker's seed runs) with `status`, tagged t4bench.outcome=killed / failed."""
-    query = f"tags.`{PARENT}` = {_quote(parent_id)} and attributes.status = '{names.RUNNING}'"
+    query = f"tags.`{names.MLFLOW_PARENT_RUN_ID}` = {_quote(parent_id)} and attributes.status = '{names.RUNNING}'"
     closed = []
     for run in mlflow.search_runs([exp_id], filter_string=query, max_results=1000):
         outcome = names.OUTCOME_KILLED if status == names.KILLED else names.OUTCOME_FAILED
-        set_tags(mlflow, run.info.run_id, {OUTCOME: outcome})
+        set_tags(mlflow, run.info.run_id, {names.OUTCOME: outcome})
         mlflow.set_terminated(run.info.run_id, status=status)
         closed.append(str(run.info.run_id))
     return closed
@@ -138,7 +136,12 @@ def create_child(
 ) -> str:
     from t4bench.tracking import create_run
 
-    return create_run(mlflow, exp_id, run_name, {SWEEP_ID: sweep_id, ROLE: role, PARENT: parent_id, **tags})
+    return create_run(
+        mlflow,
+        exp_id,
+        run_name,
+        {names.SWEEP_ID: sweep_id, names.SWEEP_ROLE: role, names.MLFLOW_PARENT_RUN_ID: parent_id, **tags},
+    )
 
 
 def log_metrics(mlflow: Any, run_id: str, metrics: Mapping[str, float], step: int = 0) -> None:

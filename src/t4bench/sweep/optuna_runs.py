@@ -1,12 +1,12 @@
 """The MLflow runs of one Optuna sweep (layout in mlflow_layout and docs/sweeps.md):
 
-    sweep-<study>-<uid8>        parent: the sweep's fixed params (the composed config minus the
+    <study>-<uid4>              parent: the sweep's fixed params (the composed config minus the
                                 searched keys), model/hw/scale tags, best-trial tags and metrics
       trial-007                 one run per trial: its parameters, per-seed distribution metrics
-        trial-007-seed101       the training runs (named through tracking.run_name)
+        seed=101                the training runs (named through tracking.run_name)
 
-Names fit the runs table's Run Name column (mlflow_names.RUN_NAME_MAX): a longer one keeps its
-head and a hash of the whole (`sweep-gnmt_ding_t~3f9a1c`); the tags keep the long identity.
+Names fit the runs table's Run Name column at each run's depth (t4bench.run_names): a longer one
+keeps its head and a hash of the whole (`gnmt_ding_tu~3f9a`); the tags keep the long identity.
 
 The parent belongs to one study: the study keeps the parent's run id as a user attribute, and the
 parent carries the study's identity tag (study name, storage and a uid made with the study), so a
@@ -24,6 +24,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from t4bench import mlflow_names as names
+from t4bench import run_names
 from t4bench.sweep import mlflow_layout, stats
 
 log = logging.getLogger(__name__)
@@ -35,17 +36,18 @@ TRIAL_TAG = names.TRIAL_NUMBER
 
 
 def trial_run_name(number: int) -> str:
-    return names.fit_run_name(f"trial-{number:03d}")
+    return run_names.trial(number)
 
 
 def seed_run_name(number: int, seed: int) -> str:
-    return names.fit_run_name(f"trial-{number:03d}-seed{seed}")
+    """`seed=<seed>` under its trial's run (the trial number is the run's t4bench.trial_number)."""
+    return run_names.seed(seed, depth=2)
 
 
 def parent_run_name(study_name: str, study_uid: str) -> str:
-    """`sweep-<study>-<uid8>` fitted to the Run Name column (the study's name and identity are in
-    the parent's t4bench.optuna.study tag and its tag file)."""
-    return names.fit_run_name(f"sweep-{study_name}-{study_uid[:8]}")
+    """`<study>-<uid4>` fitted to the Run Name column (the study's name and identity are in the
+    parent's t4bench.optuna.study tag and its tag file)."""
+    return run_names.optuna_parent(study_name, study_uid)
 
 
 def config_tags(config: DictConfig) -> dict[str, str]:
@@ -132,7 +134,7 @@ class OptunaSweepRuns:
         if run is not None and run.info.lifecycle_stage != "deleted":
             self.parent_id = str(known)
             # a study made before identity tags: it is this study's own parent all the same
-            mlflow_layout.set_tags(self.mlflow, self.parent_id, {mlflow_layout.IDENTITY: self.identity})
+            mlflow_layout.set_tags(self.mlflow, self.parent_id, {names.SWEEP_IDENTITY: self.identity})
             if reopen and run.info.status != names.RUNNING:
                 self.mlflow.update_run(self.parent_id, status=names.RUNNING)
             return self.parent_id
@@ -256,7 +258,7 @@ class OptunaSweepRuns:
             trial_run = old.user_attrs.get(TRIAL_RUN_ATTR)
             if not trial_run:
                 return {}
-            query = f"tags.`{mlflow_layout.PARENT}` = '{trial_run}'"
+            query = f"tags.`{names.MLFLOW_PARENT_RUN_ID}` = '{trial_run}'"
             found = {}
             for run in self.mlflow.search_runs([self.exp_id], filter_string=query, max_results=1000):
                 seed = run.data.params.get("seed")

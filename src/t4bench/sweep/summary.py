@@ -21,7 +21,6 @@ import atexit
 import json
 import math
 import os
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from t4bench import experiments, run_names
 from t4bench import mlflow_names as names
 from t4bench.errors import ArgumentParser, T4BenchError
 from t4bench.sweep import stats
@@ -126,10 +126,9 @@ class SweepSummaryCallback(Callback):
         self._mlflow, self.exp_id = mlflow_layout.for_config(config)
         self.sweep_id = default_sweep_id(config)
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
-        # `seeds-<model>-<sweep folder>` (Hydra's default folder without its year), fitted to the
-        # Run Name column; the folder itself is in the parent's tag file (sweep identity)
-        folder = re.sub(r"^\d{4}-", "", self.sweep_dir.name)
-        run_name = names.fit_run_name(f"seeds-{config.model.name}-{folder}")
+        # `seeds-<MMDD-hhmmss>` (Hydra's dated folder) fitted to the Run Name column; the folder
+        # itself is in the parent's tag file (sweep identity)
+        run_name = run_names.seed_sweep(self.sweep_dir.name)
         identity = f"seeds:{self.sweep_dir.resolve()}"  # the same folder again: the same seed sweep
         try:
             self.parent_id = mlflow_layout.get_or_create_parent(
@@ -141,16 +140,19 @@ class SweepSummaryCallback(Callback):
         overrides = [str(o) for o in OmegaConf.to_container(config.hydra.overrides.task, resolve=False) or []]
         mlflow_layout.set_tags(self._mlflow, self.parent_id, {names.SWEEP_OVERRIDES: " ".join(overrides)})
         self._log_fixed_params(config, overrides)
-        for key, value in ((ENV_SWEEP_ID, self.sweep_id), (ENV_PARENT, self.parent_id)):
+        node = config.hydra.sweeper.get("params")  # +sweeps=<name> files sweep here
+        params = OmegaConf.to_container(node, resolve=False) if isinstance(node, DictConfig) else {}
+        assert isinstance(params, dict)
+        # the jobs' runs are named by their values of the swept keys (t4bench.run_names.job)
+        swept = run_names.swept_keys([*overrides, *("=".join((str(k), str(v))) for k, v in params.items())])
+        exported = {ENV_SWEEP_ID: self.sweep_id, ENV_PARENT: self.parent_id, run_names.ENV_SWEPT_KEYS: ",".join(swept)}
+        for key, value in exported.items():
             self._saved_env[key] = os.environ.get(key)
             os.environ[key] = value
         atexit.register(self._finish, names.FAILED)
         from t4bench.sweep.talk import Pace, count_jobs
 
         self._uri = str(config.tracking.uri)
-        node = config.hydra.sweeper.get("params")  # +sweeps=<name> files sweep here
-        params = OmegaConf.to_container(node, resolve=False) if isinstance(node, DictConfig) else {}
-        assert isinstance(params, dict)
         self._pace = Pace(count_jobs(overrides, {str(k): str(v) for k, v in params.items()}))
         total = f"{self._pace.total} jobs" if self._pace.total else "jobs"
         print(f"[t4bench] sweep {self.sweep_id} ({total}): MLflow parent run {self.parent_id}", flush=True)
@@ -162,13 +164,10 @@ class SweepSummaryCallback(Callback):
 
     def _log_fixed_params(self, config: DictConfig, overrides: list[str]) -> None:
         """The parent's params: the composed config minus the swept keys (and the seed)."""
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-
         from t4bench.sweep import mlflow_layout
         from t4bench.sweep.optuna_runs import fixed_params
 
-        parsed = OverridesParser.create().parse_overrides(overrides)
-        swept = [o.get_key_element() for o in parsed if o.is_sweep_override()]
+        swept = run_names.swept_keys(overrides)
         try:
             mlflow_layout.log_params(self._mlflow, str(self.parent_id), fixed_params(config, swept, []))
         except Exception as err:  # a resumed sweep logged them already (params are immutable)
@@ -209,9 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m t4bench.sweep.summary", description=__doc__.split("\n")[0])
     parser.add_argument("--sweep-id", required=True)
     parser.add_argument("--experiment", default="t4bench-ncf")
-    parser.add_argument(
-        "--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", f"sqlite:///{Path.cwd() / 'mlflow.db'}")
-    )
+    parser.add_argument("--tracking-uri", default=experiments.default_tracking_uri())
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     args = parser.parse_args(argv)
     mlflow = mlflow_layout.client(args.tracking_uri)

@@ -63,7 +63,7 @@ class TrialRunner:
         if trial_run:
             overrides += [
                 f"tracking.parent_run_id={trial_run}",
-                f"tracking.run_name={seed_run_name(trial.number, seed)}",
+                f"tracking.run_name={quote(seed_run_name(trial.number, seed))}",  # `seed=N`: quoted
             ]
         if self.prunes:
             key = "+callbacks.optuna_pruning"

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from t4bench import mlflow_names as names
+from t4bench import run_names
 from t4bench.errors import RunTerminated
 from t4bench.sweep import mlflow_layout
 from t4bench.sweep.optuna_runs import config_tags
@@ -85,9 +86,9 @@ class HoldOut:
         """The arm's finished seed runs for `seeds` (launching the missing ones)."""
         arm = self._parent(
             sweep_id,
-            names.fit_run_name(run_name),
+            run_names.fit(run_name, depth=1),
             f"validation-arm:{label}",
-            {names.VALIDATION_SET: label, mlflow_layout.PARENT: parent},
+            {names.VALIDATION_SET: label, names.MLFLOW_PARENT_RUN_ID: parent},
         )
         try:
             mlflow_layout.set_tags(
@@ -102,7 +103,7 @@ class HoldOut:
                     f"seed={s}",
                     f"tracking.sweep_id={quote(sweep_id)}",
                     f"tracking.parent_run_id={arm}",
-                    f"tracking.run_name={names.fit_run_name(f'{label}-seed{s}')}",
+                    f"tracking.run_name={quote(run_names.seed(s, depth=2))}",
                 ]
                 for s in todo
             ]
@@ -135,7 +136,7 @@ class HoldOut:
         sweep_id = f"{self.s.sweep_id}-validate"
         parent = self._parent(
             sweep_id,
-            names.fit_run_name(f"validate-{self.s.study_name}-{self.runs.study_uid[:8]}"),
+            run_names.validation(self.s.study_name, self.runs.study_uid),
             "validation",
             {names.VALIDATION_BEST_TRIAL: best.number},
         )
