@@ -1,8 +1,8 @@
 """Runs and sweeps on Slurm (docs/cluster.md): the job and launcher tags, hw.nodes against the
 allocation, the submitit presets' resources and checks, what a re-run of a sweep reuses, and,
 against ONE real single-host Slurm per test session (tests/slurm_cluster.py): a 2-seed NCF sweep
-compared with a local one, an Optuna sweep with two workers and a cancelled job, a job at its time
-limit, the sweep command killed, stopped and its job scancel'ed, each time run again, and a 2-rank
+compared with a local one, a scancel'ed job, an Optuna sweep with two workers and a cancelled
+job, a job at its time limit, the sweep command killed and stopped then run again, and a 2-rank
 srun run."""
 
 from __future__ import annotations
@@ -229,6 +229,38 @@ def test_seed_sweep_through_slurm_finishes_every_run_with_its_job_id_as_a_local_
     assert by_launcher["submitit_slurm"] == by_launcher["basic"]
 
 
+def test_scancel_of_a_running_job_ends_the_sweep_in_one_line_with_a_killed_run(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    sweep = subprocess.Popen(
+        [*_sweep(tmp_path, "seed=5"), "max_epochs=50"],
+        env=_env(slurm_cluster, tmp_path),
+        cwd=tmp_path,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not _runs(tmp_path) and time.monotonic() < deadline and sweep.poll() is None:
+            time.sleep(1)
+        runs = _runs(tmp_path)
+        assert runs, "the job's MLflow run never started"
+        time.sleep(3)  # into training
+        slurm_cluster.run("scancel", runs[0].data.tags[names.SLURM_JOB_ID])
+        _, stderr = sweep.communicate(timeout=120)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert sweep.returncode == 2, stderr[-3000:]
+    errors = [line for line in stderr.splitlines() if line.startswith("t4bench: error:")]
+    assert len(errors) == 1 and "CANCELLED" in errors[0] and "run the same command again" in errors[0], stderr
+    assert "Traceback" not in stderr
+    (run,) = _runs(tmp_path)
+    assert run.info.status == "KILLED"
+
+
 def test_two_ranks_started_by_srun_train_one_run_over_gloo(
     slurm_cluster: SlurmCluster,  # noqa: F811
     tmp_path: Path,
@@ -345,10 +377,9 @@ def test_controller_killed_then_stopped_then_rerun_reuses_completed_jobs(
     slurm_cluster: SlurmCluster,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    """The sweep command stopped mid-sweep and run again, three times: after SIGKILL its jobs run on
-    and the next run waits for them; SIGTERM of that one cancels the job still in Slurm (one line,
-    exit 143); the third run reuses the completed jobs and submits only the cancelled seed, whose
-    job a user scancels (one error line, exit 2, its run KILLED); the fourth trains it to the end."""
+    """The sweep command stopped mid-sweep and run again, twice: after SIGKILL its jobs run on and
+    the next run waits for them; SIGTERM of that one cancels the job still in Slurm (one line);
+    the third run reuses the completed jobs and trains only the cancelled seed."""
     cmd = [*_sweep(tmp_path, "seed=0,1,2"), "hydra.launcher.array_parallelism=1"]
     env = _env(slurm_cluster, tmp_path)
 
@@ -358,11 +389,8 @@ def test_controller_killed_then_stopped_then_rerun_reuses_completed_jobs(
     def finished(seed: str) -> bool:
         return any(r.data.tags[names.SEED] == seed and r.info.status == "FINISHED" for r in _all_runs(tmp_path))
 
-    def running(seed: str):  # type: ignore[no-untyped-def]
-        """The seed's run now RUNNING (None: none is)."""
-        return next(
-            (r for r in _all_runs(tmp_path) if r.data.tags[names.SEED] == seed and r.info.status == "RUNNING"), None
-        )
+    def running(seed: str) -> bool:
+        return any(r.data.tags[names.SEED] == seed and r.info.status == "RUNNING" for r in _all_runs(tmp_path))
 
     first = start()
     second = None
@@ -383,29 +411,15 @@ def test_controller_killed_then_stopped_then_rerun_reuses_completed_jobs(
     stopped = [line for line in err2.splitlines() if line.startswith("t4bench: stopped")]
     assert len(stopped) == 1 and "1 Slurm job(s) still queued or running cancelled" in stopped[0], err2
     assert "Traceback" not in err2
-    third = start()
-    try:  # a user's scancel of the one job it submitted (seed 2's first run is KILLED), while it trains
-        again = _wait_for("seed 2 running again", lambda: running("2"), third)
-        slurm_cluster.run("scancel", again.data.tags[names.SLURM_JOB_ID])
-        out3, err3 = third.communicate(timeout=120)
-    finally:
-        if third.poll() is None:
-            third.kill()
-    assert third.returncode == 2, err3[-3000:]
-    assert "2 of 3 jobs completed in an earlier run" in out3, out3
-    errors = [line for line in err3.splitlines() if line.startswith("t4bench: error:")]
-    assert len(errors) == 1 and "CANCELLED" in errors[0] and "run the same command again" in errors[0], err3
-    assert "Traceback" not in err3
-    fourth = subprocess.run(cmd, env=env, cwd=tmp_path, text=True, capture_output=True, timeout=300)
-    assert fourth.returncode == 0, fourth.stderr[-3000:]
-    assert "2 of 3 jobs completed in an earlier run" in fourth.stdout
+    third = subprocess.run(cmd, env=env, cwd=tmp_path, text=True, capture_output=True, timeout=300)
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert "2 of 3 jobs completed in an earlier run" in third.stdout, third.stdout[-3000:]
     by_seed: dict[str, list[str]] = {}
     for run in _all_runs(tmp_path):
         by_seed.setdefault(run.data.tags[names.SEED], []).append(run.info.status)
-    # seeds 0 and 1 trained once; seed 2 KILLED twice (cancelled with its controller, then by a
-    # user), then trained to the end
+    # seeds 0 and 1 trained once; seed 2 once KILLED (cancelled with its controller), then again
     assert {seed: sorted(s) for seed, s in by_seed.items()} == {
         "0": ["FINISHED"],
         "1": ["FINISHED"],
-        "2": ["FINISHED", "KILLED", "KILLED"],
+        "2": ["FINISHED", "KILLED"],
     }
