@@ -14,6 +14,7 @@ import json
 import os
 import sqlite3
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -166,15 +167,31 @@ def _probe_sqlite(url: str, path: Path, key: str, expected: frozenset[str], kind
         return
     if not path.is_file():
         raise T4BenchError(f"{key}={url}: {path} is not a file")
-    try:
-        tables = sqlite_tables(path)
-    except T4BenchError as err:
-        raise T4BenchError(f"{key}={url}: {err}; move it away or point {key} elsewhere") from None
+    tables = _settled_tables(path, url, key, expected)
     if tables and not expected <= tables:
         shown = ", ".join(sorted(tables)[:6]) + (", ..." if len(tables) > 6 else "")
         raise T4BenchError(f"{key}={url}: {path} is a SQLite database but not {kind} (tables: {shown})")
     if not os.access(path, os.W_OK) or _read_only_mount(path):
         raise T4BenchError(f"{key}={url}: {path} is not writable")
+
+
+#: how long a store that holds only some of the expected tables is given to finish being created
+CREATING_WAIT_S = 10.0
+
+
+def _settled_tables(path: Path, url: str, key: str, expected: frozenset[str]) -> set[str]:
+    """The store's tables; while it holds some but not all of the expected ones, another process is
+    creating it (two runs started on a fresh file): read again until complete or CREATING_WAIT_S."""
+    deadline = time.monotonic() + CREATING_WAIT_S
+    while True:
+        try:
+            tables = set(sqlite_tables(path))
+        except T4BenchError as err:
+            raise T4BenchError(f"{key}={url}: {err}; move it away or point {key} elsewhere") from None
+        being_created = bool(tables & expected) and not expected <= tables
+        if not being_created or time.monotonic() >= deadline:
+            return tables
+        time.sleep(0.25)
 
 
 def _read_only_mount(path: Path) -> bool:
