@@ -33,7 +33,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-gpu", action="store_true", help="run @pytest.mark.gpu tests")
 
 
+#: test files whose tests read the same session-wide shared runs (`shared_runs`: the vision and
+#: translation minis): under pytest-xdist they run in one worker, so each shared run is made once
+SHARED_RUN_FILES = frozenset({"test_mlperf_compliance.py", "test_translation.py", "test_vision_e2e.py"})
+
+
+def xdist_group_of(item: pytest.Item) -> str:
+    """The pytest-xdist group (`--dist loadgroup`) of a test: its file, so each module- or
+    session-scoped fixture of a file (a Slurm cluster, a report store) is made in one worker only,
+    and one group for all the files in SHARED_RUN_FILES."""
+    name = item.path.name
+    return "shared_runs" if name in SHARED_RUN_FILES else name.removesuffix(".py")
+
+
+# first, before pytest-xdist's own hook reads the xdist_group markers into the test ids
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
     if config.getoption("--run-gpu") and cuda_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run with --run-gpu on a GPU host)")

@@ -34,6 +34,13 @@ COMMON = [
 ]
 
 
+def _sweep_cmd(*overrides: str, sweep_dir: Path, run_dir: Path | None = None) -> list[str]:
+    """`python -m t4bench --multirun` of an Optuna sweep of NCF mini (COMMON, then `overrides`) into
+    `sweep_dir` (and Hydra's run folder `run_dir` when given)."""
+    dirs = [f"hydra.sweep.dir={sweep_dir}", *([f"hydra.run.dir={run_dir}"] if run_dir else [])]
+    return [sys.executable, "-m", "t4bench", "--multirun", *COMMON, *overrides, *dirs]
+
+
 def _env(tracking_uri: str) -> dict[str, str]:
     return {
         **os.environ,
@@ -111,19 +118,14 @@ def two_worker_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, st
     the tests below read its storage, its MLflow runs and validate it."""
     base = tmp_path_factory.mktemp("two_workers")
     uri = f"sqlite:///{base / 'mlflow.db'}"
-    cmd = [
-        sys.executable,
-        "-m",
-        "t4bench",
-        "--multirun",
-        *COMMON,
+    cmd = _sweep_cmd(
         "hydra.sweeper.n_trials=3",
         "hydra.sweeper.seeds_per_trial=2",
         "hydra.sweeper.n_jobs=2",
         "hydra/sweeper/pruner=none",
-        f"hydra.sweep.dir={base / 'sweep'}",
-        f"hydra.run.dir={base / 'run'}",
-    ]
+        sweep_dir=base / "sweep",
+        run_dir=base / "run",
+    )
     proc = subprocess.run(cmd, cwd=base, env=_env(uri), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     (base / "stdout.txt").write_text(proc.stdout)
@@ -279,16 +281,9 @@ def test_held_out_validation_reports_both_arms_with_statistics(
 def test_other_study_reusing_the_sweep_id_fails_in_one_line(two_worker_sweep: tuple[Path, str], tmp_path: Path) -> None:
     """A new study under an old sweep id must not reopen the old (FINISHED) parent run."""
     _, uri = two_worker_sweep
-    cmd = [
-        sys.executable,
-        "-m",
-        "t4bench",
-        "--multirun",
-        *COMMON,
-        "hydra.sweeper.study_name=another",
-        "hydra.sweeper.sweep_id=ncf-optuna",
-        f"hydra.sweep.dir={tmp_path / 'sweep'}",
-    ]
+    cmd = _sweep_cmd(
+        "hydra.sweeper.study_name=another", "hydra.sweeper.sweep_id=ncf-optuna", sweep_dir=tmp_path / "sweep"
+    )
     proc = subprocess.run(cmd, cwd=tmp_path, env=_env(uri), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert proc.stderr.startswith("t4bench: error: sweep id 'ncf-optuna' belongs to another sweep")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 from optuna.trial import TrialState
 
 from tests.conftest import all_runs
-from tests.test_sweep_e2e import COMMON, _env, _study, _trials_so_far
+from tests.test_sweep_e2e import _env, _study, _sweep_cmd, _trials_so_far
 from tests.test_sweep_units import postgres_url  # noqa: F401  (fixture: a throwaway PostgreSQL server)
 
 # each test trains (1-3 epoch runs of NCF mini in subprocesses)
@@ -26,17 +25,9 @@ pytestmark = pytest.mark.slow
 
 def test_sigterm_then_rerun_resumes_without_redoing_trials(tracking_uri: str, tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"
-    cmd = [
-        sys.executable,
-        "-m",
-        "t4bench",
-        "--multirun",
-        *COMMON,
-        "hydra.sweeper.n_trials=3",
-        "hydra/sweeper/pruner=none",
-        f"hydra.sweep.dir={sweep_dir}",
-        f"hydra.run.dir={tmp_path / 'run'}",
-    ]
+    cmd = _sweep_cmd(
+        "hydra.sweeper.n_trials=3", "hydra/sweeper/pruner=none", sweep_dir=sweep_dir, run_dir=tmp_path / "run"
+    )
     proc = subprocess.Popen(
         cmd, cwd=tmp_path, env=_env(tracking_uri), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -68,18 +59,13 @@ def test_kill9_then_rerun_closes_the_stale_trials_runs(tracking_uri: str, tmp_pa
     from mlflow.tracking import MlflowClient
 
     sweep_dir = tmp_path / "sweep"
-    cmd = [
-        sys.executable,
-        "-m",
-        "t4bench",
-        "--multirun",
-        *COMMON,
+    cmd = _sweep_cmd(
         "max_epochs=2",
         "hydra.sweeper.n_trials=1",
         "hydra/sweeper/pruner=none",
-        f"hydra.sweep.dir={sweep_dir}",
-        f"hydra.run.dir={tmp_path / 'run'}",
-    ]
+        sweep_dir=sweep_dir,
+        run_dir=tmp_path / "run",
+    )
     client = MlflowClient(tracking_uri)
     proc = subprocess.Popen(
         cmd, cwd=tmp_path, env=_env(tracking_uri), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -113,18 +99,13 @@ def test_two_workers_on_postgresql_finish_exactly_n_trials(postgres_url: str, tm
     """The several-machines mode: an SQLAlchemy URL instead of the journal (no shared lock file),
     the pruning callback in each job reporting to the same server."""
     sweep_dir = tmp_path / "sweep"
-    cmd = [
-        sys.executable,
-        "-m",
-        "t4bench",
-        "--multirun",
-        *COMMON,
+    cmd = _sweep_cmd(
         "hydra.sweeper.n_trials=3",
         "hydra.sweeper.n_jobs=2",
         f"hydra.sweeper.storage='{postgres_url}'",
-        f"hydra.sweep.dir={sweep_dir}",
-        f"hydra.run.dir={tmp_path / 'run'}",
-    ]
+        sweep_dir=sweep_dir,
+        run_dir=tmp_path / "run",
+    )
     proc = subprocess.run(
         cmd, cwd=tmp_path, env=_env(f"sqlite:///{tmp_path / 'mlflow.db'}"), capture_output=True, text=True, timeout=900
     )
@@ -145,8 +126,9 @@ def test_worker_killed_9_while_another_keeps_going(tracking_uri: str, tmp_path: 
     from mlflow.tracking import MlflowClient
 
     sweep_dir = tmp_path / "sweep"
-    cmd = [sys.executable, "-m", "t4bench", "--multirun", *COMMON, "hydra.sweeper.n_trials=3"]
-    cmd += ["hydra.sweeper.n_jobs=2", "hydra/sweeper/pruner=none", f"hydra.sweep.dir={sweep_dir}"]
+    cmd = _sweep_cmd(
+        "hydra.sweeper.n_trials=3", "hydra.sweeper.n_jobs=2", "hydra/sweeper/pruner=none", sweep_dir=sweep_dir
+    )
     proc = subprocess.Popen(
         cmd, cwd=tmp_path, env=_env(tracking_uri), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
