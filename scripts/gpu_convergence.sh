@@ -48,12 +48,7 @@ for entry in $STUDIES; do
     "hydra.sweeper.timeout=$((BUDGET_S - DRAIN_S))" "hw.loader_workers=${LOADER_WORKERS:-0}" "hydra.sweep.dir=$work/sweep" "tracking.uri=sqlite:///$work/mlflow.db" >>"$work/sweep.log" 2>&1 &
   pids+=("$!:$study")
 done
-deadline=$((SECONDS + BUDGET_S))
-running() { for e in "${pids[@]}"; do kill -0 "${e%%:*}" 2>/dev/null && return 0; done; return 1; }
-while running && ((SECONDS < deadline)); do sleep 5; done
-for e in "${pids[@]}"; do kill -TERM -- "-${e%%:*}" 2>/dev/null; done
-for _ in $(seq 30); do running || break; sleep 1; done
-for e in "${pids[@]}"; do kill -KILL -- "-${e%%:*}" 2>/dev/null; done
+end_groups "$BUDGET_S" "${pids[@]%%:*}"  # every sweep's whole process group, before packing
 kill "$monitor" 2>/dev/null
 for e in "${pids[@]}"; do
   study=${e#*:}

@@ -32,13 +32,8 @@ for entry in $HOLDOUTS; do
     "hw=${HW:-h200}" hydra/launcher=joblib "hydra.launcher.n_jobs=$JOBS" "hw.runs_per_gpu=$JOBS" hw.mps=false \
     "hw.loader_workers=${LOADER_WORKERS:-0}" "tracking.uri=sqlite:///$work/mlflow.db" "hydra.sweep.dir=$work/sweep" \
     >>"$work/holdout.log" 2>&1 &
-  # the budget ends the whole process group (the joblib workers too), then waits for it to go:
-  # a store packed while runs still write would be cut mid-transaction
-  leader=$! deadline=$((SECONDS + BUDGET_S))
-  while kill -0 "$leader" 2>/dev/null && ((SECONDS < deadline)); do sleep 2; done
-  kill -TERM -- "-$leader" 2>/dev/null
-  for _ in $(seq 30); do pgrep -g "$leader" >/dev/null || break; sleep 1; done
-  kill -KILL -- "-$leader" 2>/dev/null
+  leader=$!
+  end_groups "$BUDGET_S" "$leader"  # the joblib workers too, before the store is packed
   wait "$leader"
   echo "$study: holdout exited $? ($(date +%T))"
   tail -n 40 "$work/holdout.log"

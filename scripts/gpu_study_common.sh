@@ -42,3 +42,17 @@ with tarfile.open(sys.argv[2], "w:xz", preset=6) as tar:
         snapshot.unlink()
 PY
 }
+
+# end_groups BUDGET_S LEADER...: wait while any process of the leaders' groups (each started with
+# setsid) runs, at most BUDGET_S seconds; then SIGTERM the groups, give them 30 s, SIGKILL what is
+# left. Whole groups, not the leaders alone: a joblib worker still writing while the store is
+# packed leaves it cut mid-transaction (2026-12-04, the Transformer holdout's store)
+end_groups() {
+  local deadline=$((SECONDS + $1)) leader
+  shift
+  alive() { for leader in "$@"; do pgrep -g "$leader" >/dev/null && return 0; done; return 1; }
+  while alive "$@" && ((SECONDS < deadline)); do sleep 2; done
+  for leader in "$@"; do kill -TERM -- "-$leader" 2>/dev/null; done
+  for _ in $(seq 30); do alive "$@" || break; sleep 1; done
+  for leader in "$@"; do kill -KILL -- "-$leader" 2>/dev/null; done
+}
