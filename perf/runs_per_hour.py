@@ -180,9 +180,7 @@ def main() -> None:
         epochs = epochs_key(rows)
         base_epochs = base_epochs if base_epochs is not None else (epochs if n == 1 else None)
         # N=1 may have run fewer seeds (--n1-runs): compare the seeds both ran
-        same = {s: e for s, e in epochs.items() if base_epochs and s in base_epochs} == {
-            s: e for s, e in (base_epochs or {}).items() if s in epochs
-        }
+        same = base_epochs is not None and all(epochs[s] == base_epochs[s] for s in epochs.keys() & base_epochs)
         summary.append(
             {
                 "n": n, "mps": args.mps if n > 1 else "off", "runs": len(rows), "wall_s": round(wall, 1),
