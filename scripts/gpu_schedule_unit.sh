@@ -9,7 +9,14 @@
 #   scripts/gpu_schedule_unit.sh                                   # on the H200, one run at a time
 #   RUNS_PER_GPU=8 MPS=true PEAK_GIB_GNMT=9 PEAK_GIB_TRANSFORMER=6 scripts/gpu_schedule_unit.sh
 #       # packed: the peaks must be those of an N=4 run (4x the batch), measured alone
+#   PARALLEL=true RUNS_PER_GPU=12 MPS=true BUDGET_S=480 PEAK_GIB_GNMT=8 PEAK_GIB_TRANSFORMER=4.5 \
+#     bash scripts/gpu_session.sh scripts/gpu_schedule_unit.sh
+#       # one lent-GPU call: both models' sweeps at once under one MPS daemon started here, stopped
+#       # after BUDGET_S (what finished stays in the store); store + table packed into $RESULTS
 #   HW=cpu SCALE=mini SEEDS=0 NS=1,2 EXTRA="max_epochs=1" OUT=/tmp/su scripts/gpu_schedule_unit.sh  # CPU dry run
+#
+# Sweep order: seed, unit, then N fastest, so the runs at once mix N = 1..4 (an N=4 run holds ~4x the
+# activations: a wave of N=4 runs alone would need the most memory at once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODELS=${MODELS:-"gnmt transformer"}
@@ -27,7 +34,29 @@ mkdir -p "$WORK" "$OUT"
 WORK=$(cd "$WORK" && pwd)  # absolute: the store URL and the runs' artifacts must not land in the repo
 STORE=${STORE:-sqlite:///$WORK/mlflow.db}
 export T4BENCH_DATA_DIR=${T4BENCH_DATA_DIR:-$PWD/data}
-for model in $MODELS; do
+PARALLEL=${PARALLEL:-false}
+BUDGET_S=${BUDGET_S:-0}
+if [[ $PARALLEL == true ]]; then
+  # shellcheck source=scripts/gpu_study_common.sh
+  source scripts/gpu_study_common.sh
+  export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1  # 2 x RUNS_PER_GPU processes share the host's cores
+  # the daemon for both sweeps (each one's hw.mps=true then finds it running and leaves it)
+  MPS=$([[ $MPS == true ]] && echo 1 || echo 0) start_mps_and_monitor "$WORK/gpu_use.csv" 5
+  # the store made once, before the sweeps: two processes creating one fresh SQLite store at once
+  # race in MLflow's schema migration ("table _alembic_tmp_tags already exists")
+  ${PYTHON:-python} -c "import sys; from mlflow.tracking import MlflowClient; MlflowClient(sys.argv[1]).search_experiments()" "$STORE"
+  leaders=()
+  for model in $MODELS; do
+    # its own process group, so the budget ends the sweep's joblib workers too
+    PARALLEL=false TABLE=false MODELS=$model WORK=$WORK STORE=$STORE setsid bash "$0" >"$WORK/$model.log" 2>&1 &
+    leaders+=("$!")
+  done
+  end_groups "$((BUDGET_S > 0 ? BUDGET_S : 86400))" "${leaders[@]}" || true  # (its last kill finds nothing)
+  kill "$monitor" 2>/dev/null || true
+  sort -t, -k3 -n "$WORK/gpu_use.csv" | tail -1 | sed 's/^/peak GPU memory sample: /'
+  for model in $MODELS; do echo "== $model"; { grep -E "error|Error|exited" "$WORK/$model.log" || true; } | tail -n 5; done
+fi
+[[ $PARALLEL == true ]] || for model in $MODELS; do
   pack=()
   if [ "$RUNS_PER_GPU" -gt 1 ]; then
     peak_var="PEAK_GIB_${model^^}"
@@ -35,10 +64,14 @@ for model in $MODELS; do
     [ -n "${!peak_var:-}" ] && pack+=("hw.peak_memory_gib.${model}_${SCALE}=${!peak_var}")
   fi
   # shellcheck disable=SC2086  # EXTRA: several overrides
-  MLFLOW_TRACKING_URI=$STORE python -m t4bench --multirun "model=$model" "scale=$SCALE" "hw=$HW" \
-    "eval_every=$EVAL_EVERY" "emulate.world_size=$NS" "model.schedule.unit=$UNITS" "seed=$SEEDS" \
+  MLFLOW_TRACKING_URI=$STORE ${PYTHON:-python} -m t4bench --multirun "model=$model" "scale=$SCALE" "hw=$HW" \
+    "eval_every=$EVAL_EVERY" "seed=$SEEDS" "model.schedule.unit=$UNITS" "emulate.world_size=$NS" \
     progress=plain "tracking.sweep_id=schedule_unit_${model}_${SCALE}" \
     "hydra.sweep.dir=$WORK/${model}_${SCALE}" ${pack[@]+"${pack[@]}"} ${EXTRA:-}
 done
-python scripts/schedule_unit.py --store "$STORE" --scale "$SCALE" --models $MODELS \
+[[ ${TABLE:-true} == true ]] || exit 0
+${PYTHON:-python} scripts/schedule_unit.py --store "$STORE" --scale "$SCALE" --models $MODELS \
   --csv "$OUT/schedule_unit.csv" --plot "$OUT/schedule_unit.png"
+# a lent-GPU call: the store (runs, their run_tags.json) and logs go back as one file
+[[ $PARALLEL == true && -n ${RESULTS:-} ]] && pack_store "$WORK" "$RESULTS/schedule_unit.tar.xz"
+exit 0

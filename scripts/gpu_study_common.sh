@@ -21,8 +21,8 @@ import sqlite3, sys, tarfile
 from pathlib import Path
 
 work = Path(sys.argv[1])
-names = ("mlartifacts", "sweep.log", "holdout.log")
-keep = [work / n for n in names if (work / n).exists()]
+keep = [work / "mlartifacts"] if (work / "mlartifacts").exists() else []
+keep += [p for p in work.glob("*") if p.suffix in (".log", ".csv", ".png")]  # logs, GPU-use samples
 keep += [p for p in (work / "sweep").glob("*") if p.is_file()]
 with tarfile.open(sys.argv[2], "w:xz", preset=6) as tar:
     for path in keep:
