@@ -33,6 +33,11 @@ WORK=${WORK:-multirun/schedule_unit}
 mkdir -p "$WORK" "$OUT"
 WORK=$(cd "$WORK" && pwd)  # absolute: the store URL and the runs' artifacts must not land in the repo
 STORE=${STORE:-sqlite:///$WORK/mlflow.db}
+# the store an earlier call packed (scripts/gpu_session.sh brings it back as schedule_unit.tar.xz):
+# carried as .gpuwork/schedule_unit.tar.xz, its runs join this call's in one table
+if [[ -f .gpuwork/schedule_unit.tar.xz && ! -f $WORK/mlflow.db ]]; then
+  tar xJf .gpuwork/schedule_unit.tar.xz -C "$WORK"
+fi
 export T4BENCH_DATA_DIR=${T4BENCH_DATA_DIR:-$PWD/data}
 PARALLEL=${PARALLEL:-false}
 BUDGET_S=${BUDGET_S:-0}
@@ -45,16 +50,23 @@ if [[ $PARALLEL == true ]]; then
   # the store made once, before the sweeps: two processes creating one fresh SQLite store at once
   # race in MLflow's schema migration ("table _alembic_tmp_tags already exists")
   ${PYTHON:-python} -c "import sys; from mlflow.tracking import MlflowClient; MlflowClient(sys.argv[1]).search_experiments()" "$STORE"
-  leaders=()
-  for model in $MODELS; do
+  # PARTS: one sweep each, all at once, "model:seeds:Ns:units:runs_at_once" (default: each model's
+  # full grid); a later call completes what a budget cut off, e.g. PARTS="gnmt:4:1,2,3,4:steps,samples:8"
+  [[ -n ${PARTS:-} ]] || PARTS=$(for m in $MODELS; do printf '%s ' "$m:$SEEDS:$NS:$UNITS:$RUNS_PER_GPU"; done)
+  leaders=() logs=()
+  stamp=$(date +%H%M%S) i=0
+  for part in $PARTS; do
+    IFS=: read -r model seeds ns units jobs <<<"$part"
+    i=$((i + 1)) logs+=("$WORK/${model}_${stamp}_$i.log")
     # its own process group, so the budget ends the sweep's joblib workers too
-    PARALLEL=false TABLE=false MODELS=$model WORK=$WORK STORE=$STORE setsid bash "$0" >"$WORK/$model.log" 2>&1 &
+    PARALLEL=false TABLE=false MODELS=$model SEEDS=$seeds NS=$ns UNITS=$units RUNS_PER_GPU=$jobs \
+      SWEEP_DIR=$WORK/${model}_${SCALE}_${stamp}_$i WORK=$WORK STORE=$STORE setsid bash "$0" >"${logs[-1]}" 2>&1 &
     leaders+=("$!")
   done
   end_groups "$((BUDGET_S > 0 ? BUDGET_S : 86400))" "${leaders[@]}" || true  # (its last kill finds nothing)
   kill "$monitor" 2>/dev/null || true
   sort -t, -k3 -n "$WORK/gpu_use.csv" | tail -1 | sed 's/^/peak GPU memory sample: /'
-  for model in $MODELS; do echo "== $model"; { grep -E "error|Error|exited" "$WORK/$model.log" || true; } | tail -n 5; done
+  for log in "${logs[@]}"; do echo "== $log"; { grep -E "error|Error|exited" "$log" || true; } | tail -n 5; done
 fi
 [[ $PARALLEL == true ]] || for model in $MODELS; do
   pack=()
@@ -67,7 +79,7 @@ fi
   MLFLOW_TRACKING_URI=$STORE ${PYTHON:-python} -m t4bench --multirun "model=$model" "scale=$SCALE" "hw=$HW" \
     "eval_every=$EVAL_EVERY" "seed=$SEEDS" "model.schedule.unit=$UNITS" "emulate.world_size=$NS" \
     progress=plain "tracking.sweep_id=schedule_unit_${model}_${SCALE}" \
-    "hydra.sweep.dir=$WORK/${model}_${SCALE}" ${pack[@]+"${pack[@]}"} ${EXTRA:-}
+    "hydra.sweep.dir=${SWEEP_DIR:-$WORK/${model}_${SCALE}}" ${pack[@]+"${pack[@]}"} ${EXTRA:-}
 done
 [[ ${TABLE:-true} == true ]] || exit 0
 ${PYTHON:-python} scripts/schedule_unit.py --store "$STORE" --scale "$SCALE" --models $MODELS \

@@ -39,6 +39,7 @@ def collect(store: str, models: list[str], scale: str) -> list[dict[str, Any]]:
             tags = run_tags(client, run)  # emulated_world_size is in the run's run_tags.json
             rows.append(
                 {
+                    "start": run.info.start_time,
                     "model": model,
                     "N": int(tags.get(names.EMULATED_WORLD_SIZE, 1)),
                     "unit": run.data.params.get("model.schedule.unit", ""),
@@ -47,7 +48,16 @@ def collect(store: str, models: list[str], scale: str) -> list[dict[str, Any]]:
                     "outcome": tags.get(names.OUTCOME, ""),
                 }
             )
-    return sorted(rows, key=lambda r: (r["model"], r["unit"], r["N"], r["seed"]))
+    return sorted(latest_outcome(rows), key=lambda r: (r["model"], r["unit"], r["N"], r["seed"]))
+
+
+def latest_outcome(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (model, N, unit, seed): a run that a call's time budget killed was run again by
+    a later call (scripts/gpu_schedule_unit.sh PARTS), and that run's outcome is the one that counts."""
+    kept: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in sorted(rows, key=lambda r: (r["outcome"] != "killed", r["start"])):
+        kept[(row["model"], row["N"], row["unit"], row["seed"])] = row  # the last finished run wins
+    return [{k: v for k, v in row.items() if k != "start"} for row in kept.values()]
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
