@@ -58,9 +58,10 @@ if [[ $PARALLEL == true ]]; then
   for part in $PARTS; do
     IFS=: read -r model seeds ns units jobs <<<"$part"
     i=$((i + 1)) logs+=("$WORK/${model}_${stamp}_$i.log")
-    # its own process group, so the budget ends the sweep's joblib workers too
+    # its own process group, so the budget ends the sweep's joblib workers too; its own sweep id
+    # (one id names one sweep; scripts/schedule_unit.py reads every schedule_unit_<model>_<scale>*)
     PARALLEL=false TABLE=false MODELS=$model SEEDS=$seeds NS=$ns UNITS=$units RUNS_PER_GPU=$jobs \
-      SWEEP_DIR=$WORK/${model}_${SCALE}_${stamp}_$i WORK=$WORK STORE=$STORE setsid bash "$0" >"${logs[-1]}" 2>&1 &
+      SWEEP_DIR=$WORK/${model}_${SCALE}_${stamp}_$i SWEEP_ID=schedule_unit_${model}_${SCALE}_${stamp}_$i WORK=$WORK STORE=$STORE setsid bash "$0" >"${logs[-1]}" 2>&1 &
     leaders+=("$!")
   done
   end_groups "$((BUDGET_S > 0 ? BUDGET_S : 86400))" "${leaders[@]}" || true  # (its last kill finds nothing)
@@ -78,7 +79,7 @@ fi
   # shellcheck disable=SC2086  # EXTRA: several overrides
   MLFLOW_TRACKING_URI=$STORE ${PYTHON:-python} -m t4bench --multirun "model=$model" "scale=$SCALE" "hw=$HW" \
     "eval_every=$EVAL_EVERY" "seed=$SEEDS" "model.schedule.unit=$UNITS" "emulate.world_size=$NS" \
-    progress=plain "tracking.sweep_id=schedule_unit_${model}_${SCALE}" \
+    progress=plain "tracking.sweep_id=${SWEEP_ID:-schedule_unit_${model}_${SCALE}}" \
     "hydra.sweep.dir=${SWEEP_DIR:-$WORK/${model}_${SCALE}}" ${pack[@]+"${pack[@]}"} ${EXTRA:-}
 done
 [[ ${TABLE:-true} == true ]] || exit 0

@@ -30,9 +30,9 @@ def collect(store: str, models: list[str], scale: str) -> list[dict[str, Any]]:
         experiment = client.get_experiment_by_name(f"t4bench-{model}")
         if experiment is None:
             continue
-        sweep = f"schedule_unit_{model}_{scale}"
+        sweep = f"schedule_unit_{model}_{scale}"  # and the _<stamp>_<i> ids of later calls' PARTS
         for run in client.search_runs(
-            [experiment.experiment_id], f"tags.`{names.SWEEP_ID}` = '{sweep}'", max_results=50_000
+            [experiment.experiment_id], f"tags.`{names.SWEEP_ID}` LIKE '{sweep}%'", max_results=50_000
         ):
             if names.SEED not in run.data.tags:  # the sweep's parent run
                 continue
