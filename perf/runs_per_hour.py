@@ -13,7 +13,8 @@ For each N one `python -m t4bench --multirun` seed sweep of `--runs` seeds (N=1:
 launcher, one at a time, as without packing, over --n1-runs seeds if given: one at a time its rate
 is per run, and its epochs are compared on the seeds both ran; N>1: hydra/launcher=packed with hw.runs_per_gpu=N and,
 with --mps on, hw.mps=true), each with its own MLflow store under --work-dir. Written: one CSV row
-per N (runs per hour, speed-up over N=1, the most GPU memory NVML saw in use, mean GPU busy %,
+per N (runs and epochs per hour, speed-ups over N=1 (the epochs one is fair when --n1-runs
+gives N=1 other seeds), the most GPU memory NVML saw in use, mean GPU busy %,
 whether every seed's epochs equal N=1's) and one row per run (--runs-csv): sharing must not change
 epochs-to-converge, only the seconds. The per-run memory for the packing check comes from --peak-gib,
 else from the most GPU memory NVML saw in use during N=1 (so run N=1 first, as the default list does).
@@ -166,7 +167,7 @@ def main() -> None:
     out = args.csv or REPO / "perf" / "results" / f"{name}.csv"
     runs_out = out.with_name(out.stem + "_runs.csv")
     work_root = (args.work_dir or Path(tempfile.mkdtemp(prefix="runs_per_hour-"))).resolve()
-    peak, base_rate, base_epochs = args.peak_gib, None, None
+    peak, base_rate, base_epoch_rate, base_epochs = args.peak_gib, None, None, None
     summary, per_run = [], []
     for n in [int(x) for x in args.n.split(",")]:
         work = work_root / f"n{n}"
@@ -176,7 +177,11 @@ def main() -> None:
         if n == 1 and peak is None:  # what NVML saw in use with one run at a time (context included)
             peak = max_used
         rate = len(rows) / wall * 3600
+        # epochs trained per hour: a fair rate when N=1 ran fewer seeds (--n1-runs) whose mean
+        # epochs-to-converge differs from the full seed set's
+        epoch_rate = sum(r["epochs_run"] for r in rows if r["epochs_run"] == r["epochs_run"]) / wall * 3600
         base_rate = base_rate or (rate if n == 1 else None)
+        base_epoch_rate = base_epoch_rate or (epoch_rate if n == 1 else None)
         epochs = epochs_key(rows)
         base_epochs = base_epochs if base_epochs is not None else (epochs if n == 1 else None)
         # N=1 may have run fewer seeds (--n1-runs): compare the seeds both ran
@@ -185,6 +190,8 @@ def main() -> None:
             {
                 "n": n, "mps": args.mps if n > 1 else "off", "runs": len(rows), "wall_s": round(wall, 1),
                 "runs_per_hour": round(rate, 1), "speedup_vs_n1": round(rate / base_rate, 2) if base_rate else "",
+                "epochs_per_hour": round(epoch_rate, 1),
+                "epoch_speedup_vs_n1": round(epoch_rate / base_epoch_rate, 2) if base_epoch_rate else "",
                 "max_gpu_memory_used_gib": round(max_used, 1) if max_used is not None else "",
                 "mean_gpu_util_pct": round(sum(utils) / len(utils), 1) if utils else "",
                 "peak_gib_per_run": round(peak, 2) if peak is not None else "",

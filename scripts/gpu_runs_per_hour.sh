@@ -12,9 +12,16 @@ work=$PWD/.gpuwork/runs_per_hour
 mkdir -p "$work"
 [[ -f .gpuwork/runs_per_hour.tar.xz && -z $(ls -A "$work") ]] && tar xJf .gpuwork/runs_per_hour.tar.xz -C "$work"
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+# shellcheck source=scripts/gpu_study_common.sh
+source scripts/gpu_study_common.sh
+# its own process group: at the budget the sweep's runs end too, not the script alone (`timeout`
+# signalled only its child, and an N=8 sweep went on writing its store while it was packed)
 # shellcheck disable=SC2086  # RPH_ARGS: several arguments
-timeout --kill-after=20 "${RPH_BUDGET_S:-420}" ${PYTHON:-python3} perf/runs_per_hour.py --work-dir "$work" \
-  --csv "$results/runs_per_hour.csv" ${RPH_ARGS:-} --set hw.loader_workers=0
+setsid ${PYTHON:-python3} perf/runs_per_hour.py --work-dir "$work" \
+  --csv "$results/runs_per_hour.csv" ${RPH_ARGS:-} --set hw.loader_workers=0 &
+leader=$!
+end_groups "${RPH_BUDGET_S:-420}" "$leader"
+wait "$leader"
 echo "runs_per_hour.py exited $?"
 # result.json of every finished N, the stores and sweep logs (not the per-job folders)
 tar cJf "$results/runs_per_hour.tar.xz" -C "$work" --exclude='*/sweep/*/*' .
