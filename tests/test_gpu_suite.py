@@ -8,6 +8,7 @@ instead of showing up as a same/bare ratio far from 1 on a GPU."""
 from __future__ import annotations
 
 import importlib
+import math
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -183,3 +184,15 @@ def test_bare_and_same_columns_get_one_config(tmp_path: Path) -> None:
     assert overrides[:2] == ["model=gnmt", "hw=cpu"] and "model.batch_size=4" in overrides and "scale=mini" in overrides
     cfg = harness.synthetic_config([*overrides, "perf=default"], tmp_path)
     assert int(cfg.model.batch_size) == 4 and str(cfg.hw.precision) == "fp32" and bool(cfg.input.synthetic)
+
+
+def test_bare_worker_process_matches_the_t4bench_run(tmp_path: Path) -> None:
+    """End to end, as the suite runs them: `python -m t4bench` and the bare worker, each in its own
+    process, train Mask R-CNN (whose loss went NaN in the bare loop without the warm-up) to the same
+    mean loss, to the bit."""
+    tiny = ["--device", "cpu", "--models", "maskrcnn", "--batch", "2", "--steps", "2", "--warmup", "1"]
+    args = gpu_suite.parse_args([*tiny, "--best", "none", "scale=mini"])
+    row = gpu_suite.measure("maskrcnn", args, tmp_path, peak=1.0, gpu="cpu")
+    assert row.notes == "" and row.bare_eager > 0 and row.t4bench_same > 0
+    assert math.isfinite(row.bare_loss) and row.bare_loss == row.same_loss
+    assert row.units_per_step == 2 and row.gflop_per_step > 0
