@@ -72,6 +72,8 @@ class Profile:
     gflop_per_step: float
     peak_gib: float
     peak_what: str
+    #: False: a CUDA run whose profiler recorded no kernels (no CUPTI): op figures are host-side
+    kernel_records: bool = True
     top: list[tuple[str, float, float, float]] = field(default_factory=list)  # name, ms/step, share, calls/step
 
 
@@ -127,11 +129,12 @@ def busy_us(intervals: list[tuple[float, float]]) -> float:
 def summarize(prof: Any, steps: int, wall_s: float, device: torch.device) -> dict[str, Any]:
     events = list(prof.events())
     cpu = [e for e in events if e.device_type == DeviceType.CPU]
-    if device.type == "cuda":
-        work = [e for e in events if e.device_type == DeviceType.CUDA]
+    work = [e for e in events if e.device_type == DeviceType.CUDA]
+    recorded = bool(work) or device.type != "cuda"
+    if work:
         durations = [(e.name, e.time_range.elapsed_us()) for e in work]
         busy = busy_us([(e.time_range.start, e.time_range.end) for e in work])
-    else:  # the host is the device: aten ops by their own (self) time
+    else:  # a CPU run, or no CUPTI (no kernel records): aten ops by their own (self) host time
         work = [e for e in cpu if e.name.startswith("aten::")]
         durations = [(e.name, float(e.self_cpu_time_total)) for e in work]
         busy = sum(d for _, d in durations)
@@ -144,6 +147,7 @@ def summarize(prof: Any, steps: int, wall_s: float, device: torch.device) -> dic
     ranked = sorted(totals.items(), key=lambda item: -item[1][0])[:TOP]
     syncs = [e for e in cpu if "Synchronize" in e.name]
     return {
+        "kernel_records": recorded,
         "busy_ms": busy / 1e3 / steps,
         "kernels": len(work) / steps,
         "launches": sum(e.name in LAUNCHES for e in cpu) / steps,
@@ -200,11 +204,16 @@ def _share(part: float, whole: float) -> str:
 
 
 def markdown(p: Profile) -> str:
-    unit = "kernel" if p.device != "cpu" else "aten op"
+    unit = "kernel" if p.device != "cpu" and p.kernel_records else "aten op"
     achieved = p.gflop_per_step / p.step_ms if math.isfinite(p.gflop_per_step) else math.nan
     lines = [
         f"#### {p.model}, {p.path} (perf={p.perf}), {p.device}",
         "",
+        *(
+            []
+            if p.kernel_records
+            else ["- **no kernel records** (CUPTI unavailable?): device figures are aten ops' host time"]
+        ),
         f"- step {p.step_ms:.2f} ms ({p.profiled_ms:.2f} ms under the profiler, {p.steps} steps); "
         f"{p.gflop_per_step:,.1f} GFLOP/step counted, {achieved:.3g} TFLOP/s achieved",
         f"- device busy {p.busy_ms:.2f} ms/step = {_share(p.busy_ms, p.profiled_ms)} of wall "

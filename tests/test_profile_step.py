@@ -51,3 +51,8 @@ def test_bad_arguments_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     with pytest.raises(SystemExit) as exit_info:
         profile_step.main(["--device", "cpu", "--steps", "0", "--out", str(tmp_path / "x.md")])
     assert exit_info.value.code == 2 and "--steps" in capsys.readouterr().err
+
+
+def test_device_busy_time_counts_overlapping_kernels_once() -> None:
+    # two streams: [0, 10) and [5, 12) overlap; [20, 21) apart
+    assert profile_step.busy_us([(5.0, 12.0), (0.0, 10.0), (20.0, 21.0), (6.0, 7.0)]) == 13.0
