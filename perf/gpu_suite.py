@@ -211,9 +211,19 @@ def column_overrides(model: str, args: argparse.Namespace) -> list[str]:
     return overrides + args.overrides
 
 
+def median_or_nan(values: list[float]) -> float:
+    """The median of the repeats, NaN if any of them is not finite (a failed or diverged run)."""
+    return statistics.median(values) if all(math.isfinite(v) for v in values) else math.nan
+
+
 def median_figure(values: list[float], losses: list[float]) -> float:
     """The median throughput of the repeats; NaN if any repeat's loss was not finite."""
-    return statistics.median(values) if all(math.isfinite(loss) for loss in losses) else math.nan
+    return median_or_nan(values) if all(math.isfinite(loss) for loss in losses) else math.nan
+
+
+def peak_of(values: list[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return max(finite) if finite else math.nan
 
 
 def measure(model: str, args: argparse.Namespace, out: Path, peak: float, gpu: str) -> SuiteRow:
@@ -248,11 +258,11 @@ def measure(model: str, args: argparse.Namespace, out: Path, peak: float, gpu: s
         t4bench_same=same,
         t4bench_best=finite_or_nan(best["avg_throughput"], best["train_loss"]),
         best_perf=args.best,
-        bare_loss=statistics.median(bare_loss),
-        same_loss=statistics.median(same_loss),
+        bare_loss=median_or_nan(bare_loss),
+        same_loss=median_or_nan(same_loss),
         best_loss=best["train_loss"],
-        bare_peak_gib=max(run["peak_gib"] for run in bare_runs),
-        same_peak_gib=max(run.get("peak_gpu_memory_gib", math.nan) for run in same_runs),
+        bare_peak_gib=peak_of([run["peak_gib"] for run in bare_runs]),
+        same_peak_gib=peak_of([run.get("peak_gpu_memory_gib", math.nan) for run in same_runs]),
         best_peak_gib=best.get("peak_gpu_memory_gib", math.nan),
         units_per_step=int(first["units_per_step"]),
         gflop_per_step=first["gflop_per_step"],

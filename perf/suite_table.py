@@ -21,6 +21,12 @@ def _rate(value: str, loss: str) -> str:
     return f"{number:,.0f}" if number >= 100 else f"{number:.3g}"
 
 
+def _best(row: dict[str, str]) -> str:
+    if row["best_perf"] == "none":  # --best none: no best column was run
+        return "not run"
+    return f"{_rate(row['t4bench_best'], row['best_loss'])} (perf={row['best_perf']})"
+
+
 def _ratio(value: str) -> str:
     number = float(value)
     return "-" if math.isnan(number) else f"{number:.3f}"
@@ -64,7 +70,7 @@ def markdown(path: Path) -> str:
         lines.append(
             f"| {row['model']} | {row['batch']} | {row['unit']} | {_rate(row['bare_eager'], row['bare_loss'])} "
             f"| {_rate(row['t4bench_same'], row['same_loss'])} | {_same_over_bare(row)} "
-            f"| {_rate(row['t4bench_best'], row['best_loss'])} (perf={row['best_perf']}) "
+            f"| {_best(row)} "
             f"| {_ratio(row['best_over_bare'])} "
             f"| {_share(row['bare_flop_fraction'])} / {_share(row['best_flop_fraction'])} "
             f"| {_gib(row, 'bare_peak_gib')} / {_gib(row, 'same_peak_gib')} / {_gib(row, 'best_peak_gib')} |"
