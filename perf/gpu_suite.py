@@ -2,18 +2,21 @@
 t4bench with the hw profile's best `perf` options, and each one's share of the measured FLOP limit.
 
     python perf/gpu_suite.py                          # hw=h200, bf16, every model
-    python perf/gpu_suite.py --models resnet50 ncf --steps 20
+    python perf/gpu_suite.py --models resnet50 ncf --steps 20 --repeats 3
     python perf/gpu_suite.py --device cpu --models ncf --batch 64 --steps 2 --warmup 1  # smoke
 
-Per model, in this order: `python -m t4bench input=synthetic perf=default` and `... perf=<best>` as
-subprocesses (each has the GPU to itself; throughput and train_loss read back from MLflow), then in
-this process a bare loop of the same model, generated batch, loss, optimizer and precision
-(zero_grad / forward / backward / step, nothing else), and FlopCounterMode over one step's forward
-and backward. Each column also gets its peak GPU memory (max_memory_allocated, GiB).
-The bf16 matrix-product peak is measured once (8192^3, random operands, median).
-A figure whose run ended with a non-finite loss is written as NaN, never as a throughput.
-Writes perf/results/gpu_suite_<gpu>_<date>.csv (or --csv); `suite_table.py` prints it as
-the README's markdown table.
+Per model, each column is a fresh process with the GPU to itself, given the same Hydra overrides
+(`perf=default` for both bare and same): `python -m t4bench input=synthetic perf=default` (same) and
+`gpu_suite.py --bare-worker` (bare: `harness_overhead.BareLoop`, the same seed, model, generated batch,
+loss, optimizer, LR schedule, precision and backend switches, stepped as zero_grad / forward /
+backward / step, nothing else; plus FlopCounterMode over one step), `--repeats` times, alternating
+which of the two goes first; then `... perf=<best>` once. Throughput and train_loss of the t4bench
+runs come back from MLflow, the bare worker's as one JSON line. Each column also gets its peak GPU
+memory (max_memory_allocated, GiB). Figures are the medians over the repeats; the per-repeat
+same/bare ratios are in `ratio_each`. The bf16 matrix-product peak is measured once (8192^3,
+random operands, median). A figure whose run ended with a non-finite loss is written as NaN, never
+as a throughput. Writes perf/results/gpu_suite_<gpu>_<date>.csv (or --csv); `suite_table.py`
+prints it as the README's markdown table.
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as dt
-import gc
+import json
 import math
 import os
 import re
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -73,6 +78,9 @@ class SuiteRow:
     gpu: str
     torch: str
     date: str
+    #: same/bare pairs measured (each pair two fresh processes); `ratio_each` their same/bare ratios
+    repeats: int = 1
+    ratio_each: str = ""
     notes: str = ""
 
     def flop_fraction(self, throughput: float) -> float:
@@ -104,10 +112,10 @@ def matmul_peak_tflops(device: torch.device, size: int = 8192, reps: int = 10) -
     return 2 * size**3 / sorted(times)[len(times) // 2] / 1e12
 
 
-def bare_eager(cfg, ctx) -> tuple[float, float, int, float, float]:
-    """(units/s, mean loss, units per step, GFLOP per step, peak GiB allocated) of a bare eager loop
-    (`BareLoop`); the peak covers the timed steps (model, optimizer state, activations), as
-    t4bench's peak_gpu_memory_gib covers its run."""
+def bare_eager(cfg, ctx) -> dict[str, float]:
+    """throughput (units/s), loss (mean of the timed steps), units_per_step, gflop_per_step and
+    peak_gib (allocated, over build and timed steps, as t4bench's peak_gpu_memory_gib covers its
+    run) of a bare eager loop (`BareLoop`), in this process."""
     if ctx.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(ctx.device)
     loop = BareLoop(cfg, ctx)
@@ -125,7 +133,48 @@ def bare_eager(cfg, ctx) -> tuple[float, float, int, float, float]:
     with FlopCounterMode(display=False) as counter, torch.autocast(**loop.autocast):
         loss, _ = loop.bench.loss(loop.model, loop.batch)
         loss.backward()
-    return units / seconds, mean_loss, units // steps, counter.get_total_flops() / 1e9, peak_gib
+    return {
+        "throughput": units / seconds,
+        "loss": mean_loss,
+        "units_per_step": units // steps,
+        "gflop_per_step": counter.get_total_flops() / 1e9,
+        "peak_gib": peak_gib,
+    }
+
+
+BARE_WORKER = "--bare-worker"
+BARE_RESULT = "bare-result "
+NOT_RUN = {
+    "throughput": math.nan,
+    "loss": math.nan,
+    "units_per_step": 0,
+    "gflop_per_step": math.nan,
+    "peak_gib": math.nan,
+}
+
+
+def bare_worker(overrides: list[str]) -> None:
+    """`gpu_suite.py --bare-worker OVERRIDES`: `bare_eager` of the config `python -m t4bench
+    input=synthetic OVERRIDES` composes, printed as one `bare-result {json}` line."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = synthetic_config(overrides, Path(tmp))
+        result = bare_eager(cfg, run_context(cfg, Path(tmp)))
+    print(BARE_RESULT + json.dumps(result), flush=True)
+
+
+def bare_run(model: str, overrides: list[str], notes: list[str]) -> dict[str, float]:
+    """One bare worker in a fresh process (as each t4bench run is: no state left by another model's
+    loop, no MLflow client in the process); a failure (out of memory) is NaN with a note."""
+    proc = subprocess.run([sys.executable, __file__, BARE_WORKER, *overrides], capture_output=True, text=True)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(BARE_RESULT)]
+    if proc.returncode != 0 or not lines:
+        error = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        notes.append(f"bare loop failed: {error}")
+        print(f"  {model}: bare eager FAILED: {error}", flush=True)
+        return dict(NOT_RUN)
+    result = json.loads(lines[-1][len(BARE_RESULT) :])
+    print(f"  {model}: bare eager {result['throughput']:,.1f} (loss {result['loss']:.4g})", flush=True)
+    return result
 
 
 def perf_override(cfg, choice: str) -> str:
@@ -148,7 +197,8 @@ def harness_run(model: str, overrides: list[str], out: Path, notes: list[str]) -
     return metrics
 
 
-def measure(model: str, args: argparse.Namespace, out: Path, peak: float, gpu: str) -> SuiteRow:
+def column_overrides(model: str, args: argparse.Namespace) -> list[str]:
+    """The Hydra overrides every column of one model gets (bare and same add `perf=default`)."""
     overrides = [
         f"model={model}",
         f"hw={args.hw}",
@@ -158,41 +208,70 @@ def measure(model: str, args: argparse.Namespace, out: Path, peak: float, gpu: s
     ]
     if args.batch is not None:
         overrides.append(f"model.batch_size={args.batch}")
-    overrides += args.overrides
+    return overrides + args.overrides
+
+
+def median_or_nan(values: list[float]) -> float:
+    """The median of the repeats, NaN if any of them is not finite (a failed or diverged run)."""
+    return statistics.median(values) if all(math.isfinite(v) for v in values) else math.nan
+
+
+def median_figure(values: list[float], losses: list[float]) -> float:
+    """The median throughput of the repeats; NaN if any repeat's loss was not finite."""
+    return median_or_nan(values) if all(math.isfinite(loss) for loss in losses) else math.nan
+
+
+def peak_of(values: list[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return max(finite) if finite else math.nan
+
+
+def measure(model: str, args: argparse.Namespace, out: Path, peak: float, gpu: str) -> SuiteRow:
+    overrides = column_overrides(model, args)
     cfg = synthetic_config(overrides, out)
+    plain = [*overrides, perf_override(cfg, "default")]
     notes: list[str] = []
-    same = harness_run(model, [*overrides, perf_override(cfg, "default")], out, notes)
+    same_runs: list[dict[str, float]] = []
+    bare_runs: list[dict[str, float]] = []
+    for repeat in range(args.repeats):
+        # alternate which goes first, so neither always meets the GPU as the other left it
+        for column in ("same", "bare") if repeat % 2 == 0 else ("bare", "same"):
+            if column == "same":
+                same_runs.append(harness_run(model, plain, out, notes))
+            else:
+                bare_runs.append(bare_run(model, plain, notes))
     best = {"avg_throughput": math.nan, "train_loss": math.nan}
     if args.best != "none":
         best = harness_run(model, [*overrides, perf_override(cfg, args.best)], out, notes)
-    ctx = run_context(cfg, out)
-    try:
-        bare, bare_loss, units, gflop, bare_peak = bare_eager(cfg, ctx)
-    except (RuntimeError, ValueError) as failure:  # e.g. out of memory: keep the harness figures
-        notes.append(f"bare loop failed: {str(failure).splitlines()[0][:200]}")
-        bare, bare_loss, units, gflop, bare_peak = math.nan, math.nan, 0, math.nan, math.nan
-    print(f"  {model}: bare eager {bare:,.1f} (loss {bare_loss:.4g}), {gflop:,.1f} GFLOP/step", flush=True)
+    same_loss = [run["train_loss"] for run in same_runs]
+    bare_loss = [run["loss"] for run in bare_runs]
+    bare = median_figure([run["throughput"] for run in bare_runs], bare_loss)
+    same = median_figure([run["avg_throughput"] for run in same_runs], same_loss)
+    ratios = [s["avg_throughput"] / b["throughput"] for s, b in zip(same_runs, bare_runs, strict=True)]
+    first = next((run for run in bare_runs if run["units_per_step"]), bare_runs[0])
     return SuiteRow(
         model=model,
         batch=int(cfg.model.batch_size),
         precision=args.precision,
         unit=benchmark_class(cfg).throughput_unit,
-        bare_eager=finite_or_nan(bare, bare_loss),
-        t4bench_same=finite_or_nan(same["avg_throughput"], same["train_loss"]),
+        bare_eager=bare,
+        t4bench_same=same,
         t4bench_best=finite_or_nan(best["avg_throughput"], best["train_loss"]),
         best_perf=args.best,
-        bare_loss=bare_loss,
-        same_loss=same["train_loss"],
+        bare_loss=median_or_nan(bare_loss),
+        same_loss=median_or_nan(same_loss),
         best_loss=best["train_loss"],
-        bare_peak_gib=bare_peak,
-        same_peak_gib=same.get("peak_gpu_memory_gib", math.nan),
+        bare_peak_gib=peak_of([run["peak_gib"] for run in bare_runs]),
+        same_peak_gib=peak_of([run.get("peak_gpu_memory_gib", math.nan) for run in same_runs]),
         best_peak_gib=best.get("peak_gpu_memory_gib", math.nan),
-        units_per_step=units,
-        gflop_per_step=gflop,
+        units_per_step=int(first["units_per_step"]),
+        gflop_per_step=first["gflop_per_step"],
         peak_tflops=peak,
         gpu=gpu,
         torch=torch.__version__,
         date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
+        repeats=args.repeats,
+        ratio_each=" ".join(f"{ratio:.4f}" for ratio in ratios),
         notes="; ".join(notes),
     )
 
@@ -230,9 +309,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--csv", type=Path, default=None, help="output CSV (default: perf/results/gpu_suite_<gpu>_<date>.csv)"
     )
+    parser.add_argument("--repeats", type=int, default=1, help="same/bare pairs per model, alternating order")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
     args = parser.parse_args(argv)
     check_run_args(parser, args)
+    if args.repeats < 1:
+        parser.error("--repeats must be >= 1")
     args.hw = args.hw or ("h200" if args.device == "cuda" else "cpu")
     args.precision = args.precision or ("bf16" if args.device == "cuda" else "fp32")
     args.best = args.best or args.hw
@@ -240,6 +322,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str]) -> None:
+    if argv[:1] == [BARE_WORKER]:
+        bare_worker(argv[1:])
+        return
     args = parse_args(argv)
     device = torch.device(args.device)
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
@@ -254,9 +339,6 @@ def main(argv: list[str]) -> None:
         for model in args.models:
             rows.append(measure(model, args, out, peak, gpu))
             write_csv(rows, path)  # after every model: a run cut short keeps the rows it finished
-            gc.collect()  # free the bare loop's model before the next subprocess
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
     print(f"wrote {path}")
     from suite_table import markdown
 

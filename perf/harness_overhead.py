@@ -29,6 +29,8 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
+from t4bench import schedule as schedules
+from t4bench import seeding
 from t4bench.benchmark import benchmark_class
 from t4bench.pytorch import optim
 from t4bench.pytorch.context import RunContext
@@ -116,6 +118,7 @@ def run_context(cfg: DictConfig, data_root: Path) -> RunContext:
         seed=int(cfg.seed),
         data_root=data_root,
         channels_last=bool(cfg.model.get("channels_last", False)) and on_gpu,
+        data_seed=None if cfg.get("data_seed") is None else int(cfg.data_seed),
     )
 
 
@@ -124,11 +127,27 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def plain_backends(device: torch.device) -> None:
+    """The process-wide switches `perf=default` sets (t4bench.pytorch.perf.PerfOptions.context):
+    TF32 off for matmul and cuDNN, cuDNN autotune off, the attention backends as torch chose. Set
+    here by hand, so that the bare loop does not run on torch's defaults (cuDNN TF32 on) while
+    t4bench runs without them; tests/test_gpu_suite.py checks that both end up equal."""
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.benchmark = False
+
+
 class BareLoop:
-    """The bare eager training step of a benchmark: its model, synthetic batch, loss and optimizer
-    with the same LR, precision (autocast, GradScaler) and memory format, and nothing else."""
+    """The bare eager training step of a benchmark: the work t4bench's `perf=default` step does
+    (Trainer + perf_step.eager_step) and nothing else. The same seed before the model is built
+    (same initial weights: a detector's proposals, and so its work, depend on them), model,
+    synthetic batch, loss, optimizer, LR schedule (the warm-up keeps Mask R-CNN's loss finite),
+    gradient clipping, precision (autocast, GradScaler), memory format and backend switches."""
 
     def __init__(self, cfg: DictConfig, ctx: RunContext) -> None:
+        plain_backends(ctx.device)
+        seeding.seed_torch(int(cfg.seed))  # as the rank does before it builds the benchmark
         self.bench = benchmark_class(cfg)(cfg, ctx)
         model = self.bench.build_model().to(ctx.device)
         if ctx.channels_last:
@@ -137,6 +156,10 @@ class BareLoop:
         self.model = model
         lr = base_lr(cfg.model.optimizer, int(cfg.model.batch_size), int(cfg.model.schedule.ref_batch_size))
         self.opt = optim.build(self.bench.param_groups(model), cfg.model.optimizer, lr)
+        self.base_lrs = [float(group["lr"]) for group in self.opt.param_groups]
+        self.schedule = schedules.from_config(cfg.model.schedule, self.bench.train_size)
+        self.samples_seen = self.steps = 0
+        self.clip = float(cfg.model.optimizer.get("clip_grad_norm") or 0.0)
         self.scaler = torch.amp.GradScaler(ctx.device.type, enabled=ctx.precision == "fp16")
         # once, as loop.measure_throughput does (a no-op for batches generated on the device)
         self.batch = ctx.to_device(self.bench.synthetic_batch())
@@ -145,13 +168,21 @@ class BareLoop:
         )
 
     def step(self) -> tuple[torch.Tensor, int]:
-        """zero_grad / forward / backward / step: (the loss, units trained)."""
+        """LR, zero_grad / forward / backward / (clip) / step: (the loss, units trained)."""
+        factor = self.schedule.factor(self.samples_seen, self.steps)
+        for group, base in zip(self.opt.param_groups, self.base_lrs, strict=True):
+            group["lr"] = base * factor
         with torch.autocast(**self.autocast):
             loss, units = self.bench.loss(self.model, self.batch)
         self.opt.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
+        if self.clip > 0:
+            self.scaler.unscale_(self.opt)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
         self.scaler.step(self.opt)
         self.scaler.update()
+        self.steps += 1
+        self.samples_seen += self.bench.samples_in(self.batch)
         return loss, units
 
 

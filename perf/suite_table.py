@@ -2,7 +2,8 @@
 
     python perf/suite_table.py perf/results/gpu_suite_nvidia-h200_2026-12-03.csv
 
-NaN throughputs (a run whose loss was not finite) print as "NaN (loss ...)", never as a figure.
+NaN throughputs (a run whose loss was not finite) print as "NaN (loss ...)", never as a figure; with
+`--repeats` the same/bare ratio is the ratio of the medians with the per-repeat range.
 """
 
 from __future__ import annotations
@@ -20,9 +21,24 @@ def _rate(value: str, loss: str) -> str:
     return f"{number:,.0f}" if number >= 100 else f"{number:.3g}"
 
 
+def _best(row: dict[str, str]) -> str:
+    if row["best_perf"] == "none":  # --best none: no best column was run
+        return "not run"
+    return f"{_rate(row['t4bench_best'], row['best_loss'])} (perf={row['best_perf']})"
+
+
 def _ratio(value: str) -> str:
     number = float(value)
     return "-" if math.isnan(number) else f"{number:.3f}"
+
+
+def _same_over_bare(row: dict[str, str]) -> str:
+    """The ratio of the medians, and with several repeats the range of the per-repeat ratios (CSVs
+    from before `ratio_each` have one pair)."""
+    each = [float(v) for v in (row.get("ratio_each") or "").split()]
+    if len(each) < 2:
+        return _ratio(row["same_over_bare"])
+    return f"{_ratio(row['same_over_bare'])} ({min(each):.3f}-{max(each):.3f}, n={len(each)})"
 
 
 def _share(value: str) -> str:
@@ -53,8 +69,8 @@ def markdown(path: Path) -> str:
     for row in rows:
         lines.append(
             f"| {row['model']} | {row['batch']} | {row['unit']} | {_rate(row['bare_eager'], row['bare_loss'])} "
-            f"| {_rate(row['t4bench_same'], row['same_loss'])} | {_ratio(row['same_over_bare'])} "
-            f"| {_rate(row['t4bench_best'], row['best_loss'])} (perf={row['best_perf']}) "
+            f"| {_rate(row['t4bench_same'], row['same_loss'])} | {_same_over_bare(row)} "
+            f"| {_best(row)} "
             f"| {_ratio(row['best_over_bare'])} "
             f"| {_share(row['bare_flop_fraction'])} / {_share(row['best_flop_fraction'])} "
             f"| {_gib(row, 'bare_peak_gib')} / {_gib(row, 'same_peak_gib')} / {_gib(row, 'best_peak_gib')} |"
