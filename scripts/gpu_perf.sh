@@ -5,6 +5,8 @@
 #   ncf_mini  mini NCF to its target, hw=h200: perf=default vs GPU-resident data + whole-step graph
 #   variants  perf option sets per model through the loop's Trainer (perf/perf_variants.py)
 #   suite     perf/gpu_suite.py (all six models; CSV written to $OUT/gpu_suite.csv after each model)
+#   profile   perf/profile_step.py (torch.profiler per model and path; $OUT/profile.md, rewritten
+#             after each path, so a cut-off part keeps what it profiled)
 # Each part has its own time limit, so one hung part cannot take the others' figures with it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -53,4 +55,11 @@ if part suite; then
   echo "== suite"
   # shellcheck disable=SC2086  # SUITE_ARGS is a word list on purpose
   timeout "${SUITE_LIMIT:-560}" $PY perf/gpu_suite.py --hw "$HW" --csv "$dest/gpu_suite.csv" ${SUITE_ARGS:-}
+fi
+
+if part profile; then
+  echo "== profile"
+  # shellcheck disable=SC2086  # PROFILE_ARGS is a word list on purpose
+  timeout "${PROFILE_LIMIT:-200}" $PY perf/profile_step.py --hw "$HW" --steps "${PROFILE_STEPS:-5}" \
+    --warmup "${PROFILE_WARMUP:-5}" --out "$dest/profile.md" ${PROFILE_ARGS:-}
 fi
