@@ -198,7 +198,8 @@ class SharedRuns:
         self._done: dict[tuple[str, ...], SharedRun] = {}
 
     def _run(self, args: tuple[str, ...], store: Path, env: Mapping[str, str] | None, timeout: float) -> SharedRun:
-        # the thread count the caller's environment gives (run_cli's default is one thread)
+        # the thread count the caller's environment gives, a pytest-xdist worker's share of the cores
+        # under -n (run_cli's default is one thread)
         threads = {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(os.cpu_count() or 1))}
         proc = run_cli(*args, store=store, env={**threads, **(env or {})}, timeout=timeout)
         if proc.returncode != 0:
