@@ -46,7 +46,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 #: the tests that read conftest's session-wide shared runs, by group: each group runs in one
 #: pytest-xdist worker, so each shared run is made once (test_vision_e2e and the MLPerf compliance
 #: test read the converged vision minis, test_translation and the compliance test the translation
-#: minis); the two groups share no run, so two workers run them side by side
+#: minis); the two groups share no run, so two workers run them side by side. Each group is named
+#: for the fixture its tests read.
 SHARED_RUN_TESTS = {
     "vision_minis": (
         "test_vision_e2e.py::test_mini_converges_with_the_full_contract",
@@ -101,17 +102,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        fixtures = getattr(item, "fixturenames", ())
-        reads = (
-            "translation_minis"
-            if "translation_minis" in fixtures
-            else "vision_minis"
-            if "shared_runs" in fixtures
-            else None
-        )
-        if reads is not None and xdist_group_of(item.nodeid) != reads:
-            raise pytest.UsageError(f"{item.nodeid} reads the {reads}: list it in conftest's SHARED_RUN_TESTS")
     # longest groups first (--no-loadscope-reorder in pyproject.toml keeps this order for the
     # scheduler); sorted() is stable, so the rest keep their order, the same in every worker
     rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
@@ -122,6 +112,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test that reads a shared-run group's fixture outside that group would make the runs a second
+    time in another worker: it fails, saying where to list it."""
+    for group in SHARED_RUN_TESTS:
+        if group in getattr(item, "fixturenames", ()) and xdist_group_of(item.nodeid) != group:
+            pytest.fail(f"{item.nodeid} reads {group}: list it in conftest's SHARED_RUN_TESTS", pytrace=False)
 
 
 @pytest.fixture
@@ -241,6 +239,12 @@ def shared_runs(tmp_path_factory: pytest.TempPathFactory) -> SharedRuns:
 #: compliance test)
 def vision_mini(model: str) -> tuple[str, ...]:
     return (f"model={model}", "hw=cpu", "seed=1", "progress=plain")
+
+
+@pytest.fixture(scope="session")
+def vision_minis(shared_runs: SharedRuns) -> Callable[[str], SharedRun]:
+    """`vision_minis("ssd")`: the converged mini run of that model (made on the first call)."""
+    return lambda model: shared_runs.get(*vision_mini(model))
 
 
 #: the mini translation runs to their shipped BLEU targets, both at once with one thread each (the
