@@ -13,6 +13,16 @@ from pathlib import Path
 
 import pytest
 
+# Under pytest-xdist the host's cores are split between the workers: every run a test starts (and
+# torch in the worker itself) gets its share of threads, unless the caller set OMP_NUM_THREADS.
+# Two workers whose runs each take every core oversubscribe them, and torch's OpenMP threads then
+# wait for each other: a ResNet step of two 2-thread runs side by side on the 2-core CI host took
+# 2.4x as long as that of two 1-thread runs.
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    _share = str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    os.environ.setdefault("OMP_NUM_THREADS", _share)
+    os.environ.setdefault("MKL_NUM_THREADS", os.environ["OMP_NUM_THREADS"])
+
 # torch's side first, whatever tests are selected: importing torchvision.models (torch._dynamo,
 # triton) after TensorFlow is loaded in the same process segfaults (docs/tensorflow.md), and the
 # TF tests load TensorFlow in this process
@@ -33,31 +43,83 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-gpu", action="store_true", help="run @pytest.mark.gpu tests")
 
 
-#: test files whose tests read the same session-wide shared runs (`shared_runs`: the vision and
-#: translation minis): under pytest-xdist they run in one worker, so each shared run is made once
-SHARED_RUN_FILES = frozenset({"test_mlperf_compliance.py", "test_translation.py", "test_vision_e2e.py"})
+#: the tests that read conftest's session-wide shared runs, by group: each group runs in one
+#: pytest-xdist worker, so each shared run is made once (test_vision_e2e and the MLPerf compliance
+#: test read the converged vision minis, test_translation and the compliance test the translation
+#: minis); the two groups share no run, so two workers run them side by side. Each group is named
+#: for the fixture its tests read.
+SHARED_RUN_TESTS = {
+    "vision_minis": (
+        "test_vision_e2e.py::test_mini_converges_with_the_full_contract",
+        "test_mlperf_compliance.py::test_converged_vision_mini_log_passes_the_checker",
+    ),
+    "translation_minis": (
+        "test_translation.py::test_mini_gnmt_and_transformer_reach_their_bleu_targets",
+        "test_mlperf_compliance.py::test_translation_trained_past_the_floor_passes",
+    ),
+}
+#: the groups handed out first, longest first (from `--durations` of a full CI run): with two
+#: workers the long ones overlap, and the many short ones fill in at the end
+LONGEST_FIRST = (
+    "vision_minis",
+    "translation_minis",
+    "test_slurm",
+    "test_tf_e2e",
+    "test_report",
+    "test_resume_safety",
+    "test_ncf_run",
+    "test_distributed",
+    "test_mlperf_compliance",
+    "test_translation",
+    "test_vision_e2e",
+)
 
 
-def xdist_group_of(item: pytest.Item) -> str:
-    """The pytest-xdist group (`--dist loadgroup`) of a test: its file, so each module- or
-    session-scoped fixture of a file (a Slurm cluster, a report store) is made in one worker only,
-    and one group for all the files in SHARED_RUN_FILES."""
-    name = item.path.name
-    return "shared_runs" if name in SHARED_RUN_FILES else name.removesuffix(".py")
+def xdist_group_of(nodeid: str) -> str:
+    """The group of the test `nodeid` that one pytest-xdist worker runs whole: its shared-run group
+    (SHARED_RUN_TESTS), else its file (so a file's module-scoped fixture, a Slurm cluster or a report
+    store, is made once)."""
+    path, _, name = nodeid.split("@")[0].partition("::")
+    test = f"{Path(path).name}::{name.split('[')[0]}"
+    group = next((g for g, tests in SHARED_RUN_TESTS.items() if test in tests), None)
+    return group or Path(path).name.removesuffix(".py")
 
 
-# first, before pytest-xdist's own hook reads the xdist_group markers into the test ids
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-untyped-def]
+    """`--dist loadgroup` with conftest's groups. pytest-xdist 3.8 passes a test's xdist_group to
+    its scheduler in the test id, which pytest 9.2 no longer lets a plugin change (pytest-xdist
+    issue #1386): its loadgroup silently hands out single tests, so a file's module fixture and
+    the shared runs were made in both workers. Grouping by the id itself needs no marker."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ConftestGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group_of(nodeid)
+
+    return ConftestGroups(config, log) if config.getvalue("dist") == "loadgroup" else None
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
+    # longest groups first (--no-loadscope-reorder in pyproject.toml keeps this order for the
+    # scheduler); sorted() is stable, so the rest keep their order, the same in every worker
+    rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
+    items[:] = sorted(items, key=lambda item: rank.get(xdist_group_of(item.nodeid), len(rank)))
     if config.getoption("--run-gpu") and cuda_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run with --run-gpu on a GPU host)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test that reads a shared-run group's fixture outside that group would make the runs a second
+    time in another worker: it fails, saying where to list it."""
+    for group in SHARED_RUN_TESTS:
+        if group in getattr(item, "fixturenames", ()) and xdist_group_of(item.nodeid) != group:
+            pytest.fail(f"{item.nodeid} reads {group}: list it in conftest's SHARED_RUN_TESTS", pytrace=False)
 
 
 @pytest.fixture
@@ -134,7 +196,8 @@ class SharedRuns:
         self._done: dict[tuple[str, ...], SharedRun] = {}
 
     def _run(self, args: tuple[str, ...], store: Path, env: Mapping[str, str] | None, timeout: float) -> SharedRun:
-        # the thread count the caller's environment gives (run_cli's default is one thread)
+        # the thread count the caller's environment gives, a pytest-xdist worker's share of the cores
+        # under -n (run_cli's default is one thread)
         threads = {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(os.cpu_count() or 1))}
         proc = run_cli(*args, store=store, env={**threads, **(env or {})}, timeout=timeout)
         if proc.returncode != 0:
@@ -176,6 +239,12 @@ def shared_runs(tmp_path_factory: pytest.TempPathFactory) -> SharedRuns:
 #: compliance test)
 def vision_mini(model: str) -> tuple[str, ...]:
     return (f"model={model}", "hw=cpu", "seed=1", "progress=plain")
+
+
+@pytest.fixture(scope="session")
+def vision_minis(shared_runs: SharedRuns) -> Callable[[str], SharedRun]:
+    """`vision_minis("ssd")`: the converged mini run of that model (made on the first call)."""
+    return lambda model: shared_runs.get(*vision_mini(model))
 
 
 #: the mini translation runs to their shipped BLEU targets, both at once with one thread each (the

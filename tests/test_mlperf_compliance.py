@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import SharedRun, SharedRuns, vision_mini
+from conftest import SharedRun
 
 from t4bench.mlperf import RULESETS, mlperf_name
 
@@ -110,8 +110,8 @@ def test_one_epoch_resnet50_log_passes_the_checker(run_t4bench, tmp_path: Path) 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["ssd", "maskrcnn"])
-def test_converged_vision_mini_log_passes_the_checker(shared_runs: SharedRuns, tmp_path: Path, model: str) -> None:
-    assert_passes(shared_runs.get(*vision_mini(model)).mlperf_log, model, tmp_path)
+def test_converged_vision_mini_log_passes_the_checker(vision_minis, tmp_path: Path, model: str) -> None:  # type: ignore[no-untyped-def]
+    assert_passes(vision_minis(model).mlperf_log, model, tmp_path)
 
 
 def test_one_epoch_translation_log_misses_only_the_bleu_floor(run_t4bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import conftest
 import pytest
 from conftest import DATA_ROOT, all_runs, only_run
 
@@ -69,9 +68,9 @@ needs_mini_data = pytest.mark.skipif(
 @pytest.mark.slow
 @needs_mini_data
 @pytest.mark.parametrize("model", VISION)
-def test_mini_converges_with_the_full_contract(model, shared_runs, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_mini_converges_with_the_full_contract(model, vision_minis, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     # conftest's run, shared with the MLPerf compliance test
-    shared = shared_runs.get(*conftest.vision_mini(model))
+    shared = vision_minis(model)
     proc, mlflow_client = shared.proc, shared.client()
     run = only_run(mlflow_client, f"t4bench-{model}")
     assert run.info.status == "FINISHED"
