@@ -81,45 +81,53 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         base = base[~np.isnan(base)]
         for n, values in cells.items():
             done = values[~np.isnan(values)]
+            mean = float(np.mean(done)) if len(done) else math.nan
+            std = float(np.std(done, ddof=1)) if len(done) > 1 else math.nan
             row = {"model": model, "unit": unit, "N": n, "runs": len(values), "converged": len(done),
-                   "mean": round(float(np.mean(done)), 3), "std": round(float(np.std(done, ddof=1)), 3),
-                   "ratio_to_n1": round(float(ratio(done, base)), 3), "ci_low": "", "ci_high": ""}  # fmt: skip
-            if n != min(cells) and len(done) > 1:
+                   "mean": round(mean, 3), "std": round(std, 3),
+                   "ratio_to_n1": round(mean / float(np.mean(base)), 3) if len(base) else math.nan,
+                   "ci_low": "", "ci_high": ""}  # fmt: skip
+            if n != min(cells) and len(done) > 1 and len(base) > 1:
                 ci = bootstrap((done, base), ratio, vectorized=True, method="percentile", random_state=0)
                 row["ci_low"], row["ci_high"] = (round(float(x), 3) for x in ci.confidence_interval)
             out.append(row)
     return out
 
 
-def plot(rows: list[dict[str, Any]], path: Path) -> None:
+def plot(table: list[dict[str, Any]], path: Path) -> None:
+    """`summary`'s mean ± std of the converged runs against N, one panel per model, one line per unit."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
 
-    models = sorted({r["model"] for r in rows})
+    models = sorted({r["model"] for r in table})
     fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4), squeeze=False)
     for ax, model in zip(axes[0], models, strict=True):
-        for unit in sorted({r["unit"] for r in rows if r["model"] == model}):
-            ns = sorted({r["N"] for r in rows if r["model"] == model and r["unit"] == unit})
-            groups = [
-                [r["epochs_to_converge"] for r in rows if (r["model"], r["unit"], r["N"]) == (model, unit, n)]
-                for n in ns
-            ]
-            done = [[e for e in group if not math.isnan(e)] for group in groups]
-            means = [np.mean(g) if g else np.nan for g in done]
-            stds = [np.std(g, ddof=1) if len(g) > 1 else 0.0 for g in done]
-            missed = sum(len(g) for g in groups) - sum(len(g) for g in done)
+        for unit in sorted({r["unit"] for r in table if r["model"] == model}):
+            cells = sorted((r for r in table if (r["model"], r["unit"]) == (model, unit)), key=lambda r: r["N"])
+            missed = sum(r["runs"] - r["converged"] for r in cells)
             label = f"unit={unit}" + (f" ({missed} not converged, left out)" if missed else "")
-            ax.errorbar(ns, means, yerr=stds, marker="o", capsize=3, label=label)
+            stds = [0.0 if math.isnan(r["std"]) else r["std"] for r in cells]  # one converged run: no bar
+            ax.errorbar(
+                [r["N"] for r in cells], [r["mean"] for r in cells], yerr=stds, marker="o", capsize=3, label=label
+            )
         ax.set(
             title=model, xlabel="emulated GPUs N (global batch = N x batch)", ylabel="epochs to converge (mean ± std)"
         )
-        ax.set_xticks(sorted({r["N"] for r in rows}))
-        ax.legend()
+        ax.set_xticks(sorted({r["N"] for r in table}))
+        ax.legend(loc="upper left", fontsize="small")  # above N=1-2, where the lines are low
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]], fields: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {path} ({len(rows)} rows)")
 
 
 def main() -> None:
@@ -134,21 +142,12 @@ def main() -> None:
     rows = collect(args.store, args.models, args.scale)
     if not rows:
         raise SystemExit(f"no schedule-unit runs in {args.store}")
-    args.csv.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.csv, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"wrote {args.csv} ({len(rows)} runs)")
+    write_csv(args.csv, rows, COLUMNS)
+    table = summary(rows)
     if args.summary is not None:
-        table = summary(rows)
-        with open(args.summary, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(table[0]))
-            writer.writeheader()
-            writer.writerows(table)
-        print(f"wrote {args.summary}")
+        write_csv(args.summary, table, list(table[0]))
     if args.plot is not None:
-        plot(rows, args.plot)
+        plot(table, args.plot)
         print(f"wrote {args.plot}")
 
 
