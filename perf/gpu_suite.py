@@ -218,7 +218,7 @@ def median_or_nan(values: list[float]) -> float:
 
 def median_figure(values: list[float], losses: list[float]) -> float:
     """The median throughput of the repeats; NaN if any repeat's loss was not finite."""
-    return median_or_nan(values) if all(math.isfinite(loss) for loss in losses) else math.nan
+    return median_or_nan([finite_or_nan(value, loss) for value, loss in zip(values, losses, strict=True)])
 
 
 def peak_of(values: list[float]) -> float:

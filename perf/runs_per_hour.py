@@ -26,6 +26,7 @@ import argparse
 import csv
 import datetime
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -179,7 +180,7 @@ def main() -> None:
         rate = len(rows) / wall * 3600
         # epochs trained per hour: a fair rate when N=1 ran fewer seeds (--n1-runs) whose mean
         # epochs-to-converge differs from the full seed set's
-        epoch_rate = sum(r["epochs_run"] for r in rows if r["epochs_run"] == r["epochs_run"]) / wall * 3600
+        epoch_rate = sum(r["epochs_run"] for r in rows if not math.isnan(r["epochs_run"])) / wall * 3600
         base_rate = base_rate or (rate if n == 1 else None)
         base_epoch_rate = base_epoch_rate or (epoch_rate if n == 1 else None)
         epochs = epochs_key(rows)
