@@ -3,15 +3,21 @@ store, compose configs without running them, and skip GPU-only tests on CPU host
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from t4bench.pytorch.context import RunContext
 
 # Under pytest-xdist the host's cores are split between the workers: every run a test starts (and
 # torch in the worker itself) gets its share of threads, unless the caller set OMP_NUM_THREADS.
@@ -31,6 +37,15 @@ import torchvision.models  # noqa: F401  # isort: skip
 REPO = Path(__file__).resolve().parents[1]
 CONF_DIR = REPO / "conf"
 DATA_ROOT = Path(os.environ.get("T4BENCH_DATA_DIR", REPO / "data")).resolve()
+
+
+@functools.cache
+def can_unshare_mounts() -> bool:
+    """Whether this process may mount in a private namespace (`unshare -m`, as root): the tests of a
+    read-only or a full file system mount one."""
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        return False
+    return subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
 
 
 def cuda_available() -> bool:
@@ -127,18 +142,10 @@ def tracking_uri(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'mlflow.db'}"
 
 
-def run_cli(
-    *args: str,
-    store: Path | None = None,
-    module: str = "t4bench",
-    cwd: Path | None = None,
-    env: Mapping[str, str] | None = None,
-    timeout: float = 600,
-) -> subprocess.CompletedProcess[str]:
-    """`python -m <module> <args>` in a fresh interpreter (text output captured), as a user runs it:
-    this checkout's sources, the mini data, one thread, and with `store` its own MLflow store
-    (sqlite:///<store>/mlflow.db) and Hydra output folders under `store` unless `args` name them.
-    `env` adds to or overrides the environment; `cwd` defaults to `store`."""
+def cli_command(
+    args: Sequence[str], store: Path | None, module: str = "t4bench", env: Mapping[str, str] | None = None
+) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of `python -m <module> <args>` as run_cli runs it."""
     full_env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
@@ -155,13 +162,46 @@ def run_cli(
                 if not any(a.startswith(f"hydra.{d}.dir=") for a in args)
             ]
     full_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", module, *argv],
-        cwd=cwd or store,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+    return [sys.executable, "-m", module, *argv], full_env
+
+
+def run_cli(
+    *args: str,
+    store: Path | None = None,
+    module: str = "t4bench",
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 600,
+    python_options: Sequence[str] = (),
+) -> subprocess.CompletedProcess[str]:
+    """`python <python_options> -m <module> <args>` in a fresh interpreter (text output captured), as
+    a user runs it: this checkout's sources, the mini data, one thread, and with `store` its own MLflow
+    store (sqlite:///<store>/mlflow.db) and Hydra output folders under `store` unless `args` name
+    them. `env` adds to or overrides the environment; `cwd` defaults to `store`."""
+    command, full_env = cli_command(args, store, module, env)
+    command[1:1] = python_options
+    return subprocess.run(command, cwd=cwd or store, env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+def start_cli(
+    *args: str, store: Path, until: str, stderr: int = subprocess.STDOUT, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """`python -m t4bench <args>` as run_cli runs it with `store`, started in the background with its
+    output unbuffered and piped (stderr into stdout, or apart with stderr=subprocess.PIPE); returned
+    once a line of its stdout starts with `until`, so that a test signals it mid-run. Fails with what
+    it printed where it ends before."""
+    command, full_env = cli_command(args, store, env={"PYTHONUNBUFFERED": "1", **(env or {})})
+    proc = subprocess.Popen(command, cwd=store, env=full_env, stdout=subprocess.PIPE, stderr=stderr, text=True)
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith(until):
+            return proc
+    proc.kill()
+    _, err = proc.communicate()
+    raise AssertionError(
+        f"no line starting {until!r} from t4bench {' '.join(args)}:\n{''.join(seen)[-3000:]}{err or ''}"
     )
 
 
@@ -330,3 +370,23 @@ def compose(overrides: Sequence[str] = ()):  # type: ignore[no-untyped-def]
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return hydra_compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+
+
+def run_context(
+    device: str = "cpu", *, precision: str = "fp32", rank: int = 0, world_size: int = 1, data_root: Path = Path(".")
+) -> RunContext:
+    """The RunContext of one rank (its local rank the same, seed 0) for a test that builds a benchmark
+    or a trainer outside a run."""
+    import torch
+
+    from t4bench.pytorch.context import RunContext
+
+    return RunContext(
+        device=torch.device(device),
+        precision=precision,
+        rank=rank,
+        world_size=world_size,
+        local_rank=rank,
+        seed=0,
+        data_root=data_root,
+    )

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import can_unshare_mounts
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_ROOT = Path(os.environ.get("T4BENCH_DATA_DIR", REPO / "data")).resolve()
@@ -119,14 +120,7 @@ def test_garbage_tracking_db(tmp_path: Path) -> None:
     assert db.read_bytes() == b"this is not a database\n" * 100  # nothing overwritten
 
 
-def _read_only_mount_works() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
-    return probe.returncode == 0
-
-
-@pytest.mark.skipif(not _read_only_mount_works(), reason="needs `unshare -m` (a private mount namespace)")
+@pytest.mark.skipif(not can_unshare_mounts(), reason="needs `unshare -m` (a private mount namespace)")
 def test_read_only_working_directory(tmp_path: Path) -> None:
     """Run from a read-only mount (as root, permission bits alone do not stop writes)."""
     folder = tmp_path / "ro"

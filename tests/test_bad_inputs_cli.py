@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import can_unshare_mounts
 
 from t4bench.errors import T4BenchError
 from t4bench.preflight import command_line, overrides
@@ -199,13 +199,7 @@ def test_unread_plus_key_in_process() -> None:
         command_line.check(["+model.lrr=1"])
 
 
-def _can_mount() -> bool:
-    if shutil.which("unshare") is None or os.geteuid() != 0:
-        return False
-    return subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
-
-
-@pytest.mark.skipif(not _can_mount(), reason="needs root and `unshare -m` (a private mount namespace)")
+@pytest.mark.skipif(not can_unshare_mounts(), reason="needs root and `unshare -m` (a private mount namespace)")
 def test_run_dir_on_a_read_only_mount(tmp_path: Path) -> None:
     """hydra.run.dir on a read-only bind mount (root ignores permission bits): one line, nothing written."""
     folder = tmp_path / "ro"

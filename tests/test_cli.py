@@ -4,15 +4,13 @@ content and what they import. Their speed is printed by scripts/bench_cli.sh, ne
 from __future__ import annotations
 
 import io
-import os
 import shlex
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import DATA_ROOT
+from conftest import run_cli
 from rich.console import Console
 
 from t4bench import progress
@@ -98,16 +96,12 @@ def test_bar_takes_the_step_count_the_loop_read_at() -> None:
     assert "\nepoch   3/4  eval 1  train_loss 0.2500" in shown  # the evaluation line after the bar
 
 
+#: stderr lists every module the interpreter imported
+IMPORTTIME = ("-X", "importtime")
+
+
 def t4bench(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "t4bench", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_cli(*args, python_options=IMPORTTIME, cwd=REPO, timeout=120)
 
 
 def imported(stderr: str) -> set[str]:
@@ -131,15 +125,7 @@ def test_cfg_job_prints_the_composed_config_and_loads_no_framework() -> None:
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     """The `t4bench` console script's module (pyproject's [project.scripts] points at it)."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}
-    return subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "t4bench.cli", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_cli(*args, module="t4bench.cli", python_options=IMPORTTIME, cwd=REPO, timeout=120)
 
 
 @pytest.mark.parametrize("sub", ["", "run", "sweep", "report", "runs", "check", "validate"])
@@ -180,18 +166,10 @@ def test_check_says_one_line_per_log_and_bad_input_exits_2(tmp_path: Path) -> No
 def test_a_sweep_counts_its_jobs_and_ends_with_what_to_run_next(tmp_path: Path) -> None:
     """A real 2-seed sweep through `t4bench sweep`: job i/n with an ETA, the UI address and the
     exact report command (which then runs as printed)."""
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": str(REPO / "src"),
-        "MLFLOW_TRACKING_URI": "sqlite:///mlflow.db",
-        # the sweep runs in tmp_path, where the default data root (./data) is empty
-        "T4BENCH_DATA_DIR": str(DATA_ROOT),
-    }
+    # a relative store: the printed report command finds it from the same folder
+    env = {"MLFLOW_TRACKING_URI": "sqlite:///mlflow.db"}
     args = ["sweep", "model=ncf", "seed=range(0,2)", "max_epochs=1", "progress=off", "tracking.sweep_id=talk"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "t4bench.cli", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
-    )
+    proc = run_cli(*args, module="t4bench.cli", cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
     assert "[t4bench] sweep talk (2 jobs)" in out
@@ -201,14 +179,7 @@ def test_a_sweep_counts_its_jobs_and_ends_with_what_to_run_next(tmp_path: Path) 
     (report,) = [line for line in out.splitlines() if line.startswith("[t4bench] report: ")]
     command = shlex.split(report.removeprefix("[t4bench] report: "))
     assert command[:2] == ["t4bench", "report"]
-    made = subprocess.run(
-        [sys.executable, "-m", "t4bench.cli", *command[1:], "--no-log"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    made = run_cli(*command[1:], "--no-log", module="t4bench.cli", cwd=tmp_path, env=env)
     assert made.returncode == 0, made.stderr[-2000:]
     assert (tmp_path / "report" / "talk" / "report.md").exists()
 
@@ -236,10 +207,7 @@ def test_pace_and_job_count() -> None:
 def test_argparse_errors_of_t4bench_commands_are_one_line(module: str, args: list[str], expected: str) -> None:
     """A usage error of t4bench's own argparse commands: one line naming the command's --help, exit
     2, no usage block (argparse's default) and no traceback."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}
-    proc = subprocess.run(
-        [sys.executable, "-m", module, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
-    )
+    proc = run_cli(*args, module=module, cwd=REPO, timeout=120)
     assert proc.returncode == 2
     prog = f"python -m {module}" + (" repair" if args[:1] == ["repair"] else "")
     assert proc.stderr.splitlines() == [f"t4bench: error: {expected} (see {prog} --help)"]

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, all_runs
+from conftest import REPO, all_runs, start_cli
 
 from t4bench.__main__ import rank_overrides
 from t4bench.pytorch import distributed
@@ -133,39 +133,12 @@ def test_a_failing_rank_fails_the_run(run_t4bench, mlflow_client) -> None:  # ty
 
 
 @pytest.mark.slow
-def test_sigterm_to_the_launching_process_kills_ranks_and_run(tmp_path: Path, tracking_uri: str, mlflow_client) -> None:  # type: ignore[no-untyped-def]
+def test_sigterm_to_the_launching_process_kills_ranks_and_run(tmp_path: Path, mlflow_client) -> None:  # type: ignore[no-untyped-def]
     import psutil
-    from conftest import DATA_ROOT
 
-    env = {
-        **os.environ,
-        "MLFLOW_TRACKING_URI": tracking_uri,
-        "T4BENCH_DATA_DIR": str(DATA_ROOT),
-        "PYTHONUNBUFFERED": "1",
-    }
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "t4bench",
-            "hw=cpu",
-            "hw.count=2",
-            "model.target.hr_at_10=0.99",
-            "max_epochs=50",
-            "model.batch_size=4096",
-            "progress=plain",
-            f"hydra.run.dir={tmp_path / 'run'}",
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:  # rank 0 is training
-        if line.startswith("init took"):
-            break
+    overrides = ("hw=cpu", "hw.count=2", "model.target.hr_at_10=0.99", "max_epochs=50", "model.batch_size=4096")
+    # returned once rank 0 trains
+    proc = start_cli(*overrides, "progress=plain", store=tmp_path, until="init took", stderr=subprocess.PIPE)
     ranks = psutil.Process(proc.pid).children(recursive=True)
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=120)

@@ -6,12 +6,12 @@ model: tests/test_resume_safety.py.)"""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import can_unshare_mounts
 from mlflow.tracking import MlflowClient
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,13 +71,7 @@ def test_zero_trials_on_an_existing_sweep_changes_nothing(tmp_path: Path) -> Non
     )
 
 
-def _can_mount() -> bool:
-    if shutil.which("unshare") is None or os.geteuid() != 0:
-        return False
-    return subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
-
-
-@pytest.mark.skipif(not _can_mount(), reason="needs root and `unshare -m` for a private tmpfs")
+@pytest.mark.skipif(not can_unshare_mounts(), reason="needs root and `unshare -m` for a private tmpfs")
 def test_tracking_store_on_a_full_disk(tmp_path: Path) -> None:
     """The store on a 2 MB tmpfs, filled up: one line, exit 2, the store as it was."""
     full = tmp_path / "full"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, all_runs
+from conftest import REPO, all_runs, run_context
 
 from t4bench.tracking import run_tags
 
@@ -111,7 +111,6 @@ def _fp16_step_rank(out_dir: Path) -> None:
 
     from t4bench import run_env
     from t4bench.pytorch import distributed, launch
-    from t4bench.pytorch.context import RunContext
     from t4bench.pytorch.trainer import Trainer
 
     cfg = OmegaConf.create(
@@ -136,15 +135,7 @@ def _fp16_step_rank(out_dir: Path) -> None:
     )
     launch.init_process_group(cfg, run_env.resolve(cfg))
     rank, world = distributed.rank(), distributed.world_size()
-    ctx = RunContext(
-        device=torch.device("cpu"),
-        precision="fp16",
-        rank=rank,
-        world_size=world,
-        local_rank=rank,
-        seed=0,
-        data_root=Path("."),
-    )
+    ctx = run_context(precision="fp16", rank=rank, world_size=world)
     bench = _Regression()
     trainer = Trainer(bench, cfg, ctx)  # type: ignore[arg-type]
     trainer.scaler = torch.amp.GradScaler("cpu", init_scale=LOSS_SCALE)

@@ -8,28 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from conftest import DATA_ROOT, compose, only_run
+from conftest import DATA_ROOT, compose, only_run, run_context
 
 from t4bench.benchmarks.ncf_gpu import GpuNegativeSampler, GpuResidentNCF
-from t4bench.pytorch.context import RunContext
 from t4bench.tracking import run_tags
-
-
-def _ctx(rank: int = 0, world: int = 1) -> RunContext:
-    return RunContext(
-        device=torch.device("cpu"),
-        precision="fp32",
-        rank=rank,
-        world_size=world,
-        local_rank=rank,
-        seed=0,
-        data_root=DATA_ROOT,
-    )
 
 
 def test_device_sampler_draws_only_unseen_negatives_and_shards_cover_the_epoch() -> None:
     cfg = compose(["model=ncf", "perf.gpu_data=true", f"paths.data_root={DATA_ROOT}"])
-    bench = GpuResidentNCF(cfg, _ctx())
+    bench = GpuResidentNCF(cfg, run_context(data_root=DATA_ROOT))
     assert isinstance(bench.sampler, GpuNegativeSampler), "perf.gpu_data=true must take the device path on a CPU"
     users, items, labels = bench.sampler.epoch_samples(epoch=1)
     negatives = labels == 0
@@ -39,7 +26,12 @@ def test_device_sampler_draws_only_unseen_negatives_and_shards_cover_the_epoch()
     assert not positive.intersection(keys), "a sampled negative is a training positive"
     # two ranks' shards of one epoch: disjoint up to the padding, together every sample
     n = len(labels)
-    shards = [GpuNegativeSampler(bench.data, bench.train_negatives, _ctx(rank=r, world=2)).shard(n, 1) for r in (0, 1)]
+    shards = [
+        GpuNegativeSampler(
+            bench.data, bench.train_negatives, run_context(rank=r, world_size=2, data_root=DATA_ROOT)
+        ).shard(n, 1)
+        for r in (0, 1)
+    ]
     assert set(torch.cat(shards).tolist()) == set(range(n))
     # the popularity baseline reads the candidates back from the device
     quality = bench.trivial_quality()

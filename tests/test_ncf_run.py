@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import conftest
 import pytest
-from conftest import DATA_ROOT, all_runs
+from conftest import all_runs, start_cli
 
 from t4bench import mlflow_names as names
 from t4bench.tracking import file_tags, run_tags
@@ -145,32 +142,9 @@ def test_exception_ends_the_run_failed(run_t4bench, mlflow_client) -> None:
     assert run.data.tags["t4bench.outcome"] == "failed"
 
 
-def test_sigterm_ends_the_run_killed(tmp_path: Path, tracking_uri: str, mlflow_client) -> None:
-    env = {
-        **os.environ,
-        "MLFLOW_TRACKING_URI": tracking_uri,
-        "T4BENCH_DATA_DIR": str(DATA_ROOT),
-        "PYTHONUNBUFFERED": "1",
-    }
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "t4bench",
-            "model.target.hr_at_10=0.99",
-            "max_epochs=50",
-            f"hydra.run.dir={tmp_path / 'run'}",
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:  # wait until training is under way
-        if line.startswith("epoch"):
-            break
+def test_sigterm_ends_the_run_killed(tmp_path: Path, mlflow_client) -> None:
+    # returned once training is under way
+    proc = start_cli("model.target.hr_at_10=0.99", "max_epochs=50", store=tmp_path, until="epoch")
     proc.send_signal(signal.SIGTERM)
     output = proc.communicate(timeout=120)[0]
     assert proc.returncode != 0, output

@@ -3,28 +3,14 @@ must train exactly as the eager step does, LR changes included."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
+from conftest import run_context
 
-from t4bench.pytorch.context import RunContext
 from t4bench.pytorch.perf import PerfOptions
 from t4bench.pytorch.perf_step import GraphStep, build_step, prefetched
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-
-
-def cuda_ctx() -> RunContext:
-    return RunContext(
-        device=torch.device("cuda", 0),
-        precision="fp32",
-        rank=0,
-        world_size=1,
-        local_rank=0,
-        seed=0,
-        data_root=Path("."),
-    )
 
 
 def loss_fn(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, int]:
@@ -35,7 +21,7 @@ def loss_fn(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) ->
 @pytest.mark.parametrize("optimizer", ["adam", "sgd"])
 def test_graph_step_trains_as_the_eager_step(optimizer: str) -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
-    ctx = cuda_ctx()
+    ctx = run_context("cuda:0")
     torch.manual_seed(0)
     models = [
         torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1)).cuda() for _ in range(2)
@@ -73,6 +59,6 @@ def test_graph_step_trains_as_the_eager_step(optimizer: str) -> None:
 
 def test_prefetch_hands_out_every_batch_on_the_device_in_order() -> None:
     batches = [(torch.full((4,), float(i)).pin_memory(),) for i in range(5)]
-    out = [b[0] for b in prefetched(batches, cuda_ctx())]
+    out = [b[0] for b in prefetched(batches, run_context("cuda:0"))]
     assert all(t.is_cuda for t in out)
     assert [float(t[0]) for t in out] == [0.0, 1.0, 2.0, 3.0, 4.0]

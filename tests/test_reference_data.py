@@ -6,13 +6,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import run_cli
 from PIL import Image
 
 from t4bench.data import check, prepare, wmt
@@ -142,25 +139,12 @@ def test_reference_trainer_runs_an_epoch_on_the_prepared_excerpt(tmp_path: Path,
         prepare.main([name, "--from", str(downloads(tmp_path / "src", name)), "--out", str(out), "--vocab-size", "80"])
         == 0
     )
-    env = {
-        **os.environ,
-        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
-        "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": str(REPO / "src"),
-    }
     args = [f"model={model}", "scale=reference", "hw=cpu", f"model.data.path={out}", "max_epochs=1", "progress=off"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "t4bench", *args, *SHRUNK[model], f"hydra.run.dir={tmp_path / 'run'}"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_cli(*args, *SHRUNK[model], store=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(env["MLFLOW_TRACKING_URI"])
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert run.data.params["model.data.path"] == str(out)
     assert run.data.tags["t4bench.scale"] == "reference"

@@ -23,22 +23,39 @@ CPU_HOST = hardware.Found((), "none", "NVML Shared Library Not Found", "no CUDA 
 H200_X2 = hardware.Found(("NVIDIA H200",) * 2, "nvml")
 
 
+def torchrun_vars(rank: int, world: int, local_rank: int, local_world: int, addr: str, port: int) -> dict[str, str]:
+    """What torchrun sets in each rank's environment."""
+    return {
+        "TORCHELASTIC_RUN_ID": "x",
+        "RANK": str(rank),
+        "WORLD_SIZE": str(world),
+        "LOCAL_RANK": str(local_rank),
+        "LOCAL_WORLD_SIZE": str(local_world),
+        "MASTER_ADDR": addr,
+        "MASTER_PORT": str(port),
+    }
+
+
+def slurm_vars(procid: int, ntasks: int, localid: int, per_node: str) -> dict[str, str]:
+    """What srun sets in each task's environment (SLURM_NTASKS_PER_NODE as Slurm writes it)."""
+    return {
+        "SLURM_PROCID": str(procid),
+        "SLURM_NTASKS": str(ntasks),
+        "SLURM_LOCALID": str(localid),
+        "SLURM_NTASKS_PER_NODE": per_node,
+    }
+
+
+#: rank 1 of 2 on this host, as `torchrun --nproc-per-node 2` starts it
+TORCHRUN_RANK_1 = torchrun_vars(1, 2, 1, 2, "127.0.0.1", 29400)
+
+
 @pytest.mark.parametrize(
     ("environ", "expected"),
     [
         pytest.param({}, Launched(), id="plain"),
         pytest.param(
-            {
-                "TORCHELASTIC_RUN_ID": "x",
-                "RANK": "3",
-                "WORLD_SIZE": "4",
-                "LOCAL_RANK": "1",
-                "LOCAL_WORLD_SIZE": "2",
-                "MASTER_ADDR": "node0",
-                "MASTER_PORT": "29500",
-            },
-            Launched("torchrun", 3, 4, 1, 2, "node0", 29500),
-            id="torchrun",
+            torchrun_vars(3, 4, 1, 2, "node0", 29500), Launched("torchrun", 3, 4, 1, 2, "node0", 29500), id="torchrun"
         ),
         pytest.param(
             {"HOROVOD_RANK": "1", "HOROVOD_SIZE": "2", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_LOCAL_SIZE": "2"},
@@ -64,10 +81,7 @@ H200_X2 = hardware.Found(("NVIDIA H200",) * 2, "nvml")
             {
                 "PMI_RANK": "3",
                 "PMI_SIZE": "4",
-                "SLURM_PROCID": "3",
-                "SLURM_NTASKS": "4",
-                "SLURM_LOCALID": "1",
-                "SLURM_NTASKS_PER_NODE": "2",
+                **slurm_vars(3, 4, 1, "2"),
                 "MASTER_ADDR": "gpu01",
                 "MASTER_PORT": "1234",
             },
@@ -75,30 +89,13 @@ H200_X2 = hardware.Found(("NVIDIA H200",) * 2, "nvml")
             id="pmi-srun",
         ),
         pytest.param(
-            {
-                "SLURM_PROCID": "2",
-                "SLURM_NTASKS": "4",
-                "SLURM_LOCALID": "0",
-                "SLURM_NTASKS_PER_NODE": "2(x2)",
-                "SLURM_JOB_NODELIST": "gpu[01-02]",
-                "SLURM_JOB_ID": "12345",
-            },
+            {**slurm_vars(2, 4, 0, "2(x2)"), "SLURM_JOB_NODELIST": "gpu[01-02]", "SLURM_JOB_ID": "12345"},
             Launched("slurm", 2, 4, 0, 2, None, 20000 + 12345, "gpu[01-02]"),
             id="slurm",
         ),
         pytest.param({"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_LOCALID": "0"}, Launched(), id="slurm-one-task"),
         pytest.param(  # torchrun inside a SLURM allocation: torchrun's ranks, not the allocation's
-            {
-                "SLURM_PROCID": "0",
-                "SLURM_NTASKS": "1",
-                "TORCHELASTIC_RUN_ID": "x",
-                "RANK": "1",
-                "WORLD_SIZE": "2",
-                "LOCAL_RANK": "1",
-                "LOCAL_WORLD_SIZE": "2",
-                "MASTER_ADDR": "127.0.0.1",
-                "MASTER_PORT": "29400",
-            },
+            {"SLURM_PROCID": "0", "SLURM_NTASKS": "1", **TORCHRUN_RANK_1},
             Launched("torchrun", 1, 2, 1, 2, "127.0.0.1", 29400),
             id="torchrun-in-slurm",
         ),
@@ -163,22 +160,13 @@ def test_hw_count_without_a_launcher_spawns() -> None:
 
 def test_an_outer_launcher_decides_the_rank_count_and_the_config_stays() -> None:
     cfg = composed()
-    torchrun = {
-        "TORCHELASTIC_RUN_ID": "x",
-        "RANK": "1",
-        "WORLD_SIZE": "2",
-        "LOCAL_RANK": "1",
-        "LOCAL_WORLD_SIZE": "2",
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": "29400",
-    }
-    env = run_env.resolve(cfg, torchrun, CPU_HOST)
+    env = run_env.resolve(cfg, TORCHRUN_RANK_1, CPU_HOST)
     assert (env.launcher, env.spawn, env.rank, env.world_size, env.local_rank) == ("torchrun", False, 1, 2, 1)
     assert env.outer_launcher and not env.is_main
     assert env.hw.count == 2 and env.requested_count == 1
     assert cfg.hw.count == 1  # the composed config is not changed
     with pytest.raises(T4BenchError, match=r"hw.count=3 but the launcher started 2 ranks"):
-        run_env.resolve(composed(count=3), torchrun, CPU_HOST)
+        run_env.resolve(composed(count=3), TORCHRUN_RANK_1, CPU_HOST)
 
 
 def test_auto_resolves_into_the_environment_only() -> None:
@@ -211,17 +199,7 @@ def test_bad_backend_and_threads_fail_before_anything_starts() -> None:
 def test_a_spawned_rank_takes_its_place_from_the_launcher() -> None:
     parent = run_env.resolve(composed(count=2), {}, CPU_HOST)
     shipped = pickle.loads(pickle.dumps(parent))  # what the elastic launcher hands each rank
-    rank = shipped.for_spawned_rank(
-        {
-            "TORCHELASTIC_RUN_ID": "t4bench-x",
-            "RANK": "1",
-            "WORLD_SIZE": "2",
-            "LOCAL_RANK": "1",
-            "LOCAL_WORLD_SIZE": "2",
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": "29400",
-        }
-    )
+    rank = shipped.for_spawned_rank({**TORCHRUN_RANK_1, "TORCHELASTIC_RUN_ID": "t4bench-x"})
     assert (rank.launcher, rank.rank, rank.local_rank, rank.world_size, rank.spawn) == (
         "elastic_launch",
         1,

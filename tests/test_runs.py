@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import start_cli
 from mlflow.tracking import MlflowClient
 
 from t4bench import mlflow_names as names
@@ -190,34 +191,11 @@ def test_silent_other_host_and_reused_pid(store: tuple[str, MlflowClient]) -> No
 def test_sigkilled_t4bench_run_is_repaired(tmp_path: Path) -> None:
     """A real `python -m t4bench` killed with SIGKILL mid-training, then `repair`: KILLED."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    data_root = Path(os.environ.get("T4BENCH_DATA_DIR", REPO / "data")).resolve()
-    env = {**ENV, "MLFLOW_TRACKING_URI": uri, "T4BENCH_DATA_DIR": str(data_root)}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "t4bench",
-            "progress=plain",
-            "hw.telemetry.enabled=false",
-            "max_epochs=50",
-            "model.target.hr_at_10=0.99",
-            f"hydra.run.dir={tmp_path / 'out'}",
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert proc.stdout is not None
+    overrides = ("progress=plain", "hw.telemetry.enabled=false", "max_epochs=50", "model.target.hr_at_10=0.99")
+    # returned once it trains: the run and its heartbeat exist
+    proc = start_cli(*overrides, store=tmp_path, until="init took")
     client = MlflowClient(uri)
     try:
-        seen = []
-        for line in proc.stdout:  # wait until it trains (the run and its heartbeat exist)
-            seen.append(line)
-            if "init took" in line:
-                break
-        assert seen and "init took" in seen[-1], "".join(seen)
         (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
         assert names.HEARTBEAT in run.data.tags
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -10,17 +11,21 @@ from t4bench.schedule import Schedule
 
 TRAIN = 10_000
 REF_BATCH = 100
+#: a constant LR after 2 reference-batch epochs of warm-up; each test's schedule changes what it tests
+WARMUP_ONLY = Schedule(
+    unit="samples",
+    kind="constant",
+    warmup_epochs=2.0,
+    decay_epochs=[],
+    decay_factor=1.0,
+    ref_batch_size=REF_BATCH,
+    train_size=TRAIN,
+)
 
 
 def step_schedule(unit: str) -> Schedule:
-    return Schedule(
-        unit=unit,
-        kind="step",
-        warmup_epochs=1.0,
-        decay_epochs=[4.0, 6.0],
-        decay_factor=0.5,
-        ref_batch_size=REF_BATCH,
-        train_size=TRAIN,
+    return dataclasses.replace(
+        WARMUP_ONLY, unit=unit, kind="step", warmup_epochs=1.0, decay_epochs=[4.0, 6.0], decay_factor=0.5
     )
 
 
@@ -51,15 +56,7 @@ def test_steps_unit_moves_decay_later_in_epochs_with_bigger_batches() -> None:
 
 
 def test_warmup_is_linear_and_inverse_sqrt_decays_after_it() -> None:
-    schedule = Schedule(
-        unit="samples",
-        kind="inverse_sqrt",
-        warmup_epochs=2.0,
-        decay_epochs=[],
-        decay_factor=1.0,
-        ref_batch_size=REF_BATCH,
-        train_size=TRAIN,
-    )
+    schedule = dataclasses.replace(WARMUP_ONLY, kind="inverse_sqrt")
     assert schedule.factor(TRAIN, 0) == pytest.approx(0.5)
     assert schedule.factor(2 * TRAIN, 0) == pytest.approx(1.0)
     assert schedule.factor(8 * TRAIN, 0) == pytest.approx(0.5)
@@ -71,16 +68,7 @@ def test_unknown_unit_is_rejected() -> None:
 
 
 def warmup_schedule(shape: str, unit: str = "samples") -> Schedule:
-    return Schedule(
-        unit=unit,
-        kind="constant",
-        warmup_epochs=2.0,
-        decay_epochs=[],
-        decay_factor=1.0,
-        ref_batch_size=REF_BATCH,
-        train_size=TRAIN,
-        warmup_shape=shape,
-    )
+    return dataclasses.replace(WARMUP_ONLY, unit=unit, warmup_shape=shape)
 
 
 def test_exponential_warmup_grows_by_a_constant_factor_from_one_percent() -> None:

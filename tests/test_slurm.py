@@ -56,6 +56,13 @@ def _sweep(tmp_path: Path, *overrides: str) -> list[str]:
     ]
 
 
+def _run(cluster: SlurmCluster, tmp_path: Path, command: list[str]) -> subprocess.CompletedProcess[str]:
+    """`command` run to its end in tmp_path, against the cluster and the test's store (5 min at most)."""
+    return subprocess.run(
+        command, env=_env(cluster, tmp_path), cwd=tmp_path, text=True, capture_output=True, timeout=300
+    )
+
+
 def _client(tmp_path: Path) -> MlflowClient:
     return MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
 
@@ -81,14 +88,7 @@ def test_seed_sweep_through_slurm_finishes_every_run_with_its_job_id_as_a_local_
     experiment: every run FINISHED, told apart by t4bench.sweep_launcher, and each seed's quality
     after every epoch the same to the last bit (CPU training is deterministic per seed; docs/cluster.md
     has the 8-seed comparison to convergence)."""
-    done = subprocess.run(
-        _sweep(tmp_path, "seed=0,1"),
-        env=_env(slurm_cluster, tmp_path),
-        cwd=tmp_path,
-        text=True,
-        capture_output=True,
-        timeout=300,
-    )
+    done = _run(slurm_cluster, tmp_path, _sweep(tmp_path, "seed=0,1"))
     assert done.returncode == 0, done.stderr[-3000:]
     runs = _runs(tmp_path)
     assert sorted(run.data.tags[names.SEED] for run in runs) == ["0", "1"]
@@ -106,9 +106,7 @@ def test_seed_sweep_through_slurm_finishes_every_run_with_its_job_id_as_a_local_
     local = [a for a in _sweep(tmp_path, "seed=0,1") if not a.startswith("hydra.launcher")]
     local = [a.replace("hydra/launcher=submitit_slurm", "hydra/launcher=basic") for a in local]
     local = [a.replace(str(tmp_path / "sweep"), str(tmp_path / "local")) for a in local]
-    done = subprocess.run(
-        local, env=_env(slurm_cluster, tmp_path), cwd=tmp_path, text=True, capture_output=True, timeout=300
-    )
+    done = _run(slurm_cluster, tmp_path, local)
     assert done.returncode == 0, done.stderr[-3000:]
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     by_launcher: dict[str, dict[str, list[tuple[int, float]]]] = {}
@@ -159,14 +157,8 @@ def test_two_ranks_started_by_srun_train_one_run_over_gloo(
 ) -> None:
     """What a multi-node job step does on each node, on one: srun starts the ranks, t4bench reads
     rank, world size and rendezvous from SLURM_* (no torchrun)."""
-    done = subprocess.run(
-        ["srun", "--ntasks=2", "--nodes=1", "--cpus-per-task=1", sys.executable, "-m", "t4bench", *NCF_MINI],
-        env=_env(slurm_cluster, tmp_path),
-        cwd=tmp_path,
-        text=True,
-        capture_output=True,
-        timeout=300,
-    )
+    srun = ["srun", "--ntasks=2", "--nodes=1", "--cpus-per-task=1"]
+    done = _run(slurm_cluster, tmp_path, [*srun, sys.executable, "-m", "t4bench", *NCF_MINI])
     assert done.returncode == 0, done.stderr[-3000:]
     (run,) = _runs(tmp_path)
     assert run.info.status == "FINISHED"
@@ -253,9 +245,7 @@ def test_a_job_at_its_time_limit_fails_its_run_and_its_trial(
     cmd = [a for a in cmd if "signal_delay_s" not in a]
     cmd += ["hydra.launcher.timeout_min=2", "hydra.launcher.signal_delay_s=40"]
     cmd += ["hydra.sweeper.n_trials=1", "hydra.sweeper.max_failures=1"]
-    done = subprocess.run(
-        cmd, env=_env(slurm_cluster, tmp_path), cwd=tmp_path, text=True, capture_output=True, timeout=300
-    )
+    done = _run(slurm_cluster, tmp_path, cmd)
     assert done.returncode == 2, done.stderr[-3000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("t4bench: error:")]
     assert len(errors) == 1 and "max_failures=1" in errors[0] and "Traceback" not in done.stderr, done.stderr

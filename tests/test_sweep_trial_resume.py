@@ -4,18 +4,15 @@ from its last checkpoint, in the same MLflow run, and its results equal an unint
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from conftest import DATA_ROOT, cli_command
 from mlflow.tracking import MlflowClient
 
-REPO = Path(__file__).resolve().parents[1]
-DATA_ROOT = Path(os.environ.get("T4BENCH_DATA_DIR", REPO / "data")).resolve()
 SWEEP = (
     "--multirun",
     "hydra/sweeper=optuna",
@@ -34,17 +31,6 @@ SWEEP = (
 pytestmark = pytest.mark.skipif(not (DATA_ROOT / "movielens-100k").is_dir(), reason="movielens-100k not prepared")
 
 
-def command(folder: Path) -> tuple[list[str], dict[str, str]]:
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "MLFLOW_TRACKING_URI": f"sqlite:///{folder / 'mlflow.db'}",
-        "T4BENCH_DATA_DIR": str(DATA_ROOT),
-        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
-    }
-    return [sys.executable, "-m", "t4bench", *SWEEP, f"hydra.sweep.dir={folder / 'sweep'}"], env
-
-
 def seed_runs(folder: Path) -> list:  # type: ignore[type-arg]
     client = MlflowClient(f"sqlite:///{folder / 'mlflow.db'}")
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
@@ -61,12 +47,12 @@ def test_killed_trial_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     straight.mkdir()
     killed.mkdir()
-    cmd, env = command(straight)
+    cmd, env = cli_command(SWEEP, store=straight)
     done = subprocess.run(cmd, cwd=straight, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     (whole,) = seed_runs(straight)
 
-    cmd, env = command(killed)
+    cmd, env = cli_command(SWEEP, store=killed)
     proc = subprocess.Popen(cmd, cwd=killed, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 300

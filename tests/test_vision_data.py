@@ -9,22 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import run_context
 from omegaconf import OmegaConf
 from PIL import Image
 
 from t4bench.data import coco, fashion_coco, fashion_folder, fashion_mnist
 from t4bench.errors import DatasetMissingError
-from t4bench.pytorch.context import RunContext
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 HAVE_FASHION = (fashion_mnist.source_dir() / "train-images-idx3-ubyte.gz").is_file()
 needs_fashion = pytest.mark.skipif(not HAVE_FASHION, reason="Debian package dataset-fashion-mnist not installed")
-
-
-def cpu_ctx(tmp_path: Path) -> RunContext:
-    return RunContext(
-        device=torch.device("cpu"), precision="fp32", rank=0, world_size=1, local_rank=0, seed=0, data_root=tmp_path
-    )
 
 
 def model_cfg(name: str, **data: object):
@@ -66,7 +60,7 @@ def test_image_folder_loader_imagenet_layout(tmp_path):
         },
     )
     ResNet50Benchmark.check_inputs(cfg)
-    bench = ResNet50Benchmark(cfg, cpu_ctx(tmp_path))
+    bench = ResNet50Benchmark(cfg, run_context(data_root=tmp_path))
     assert bench.train_size == 12
     assert bench.train_set.classes == ["n01440764", "n01443537", "n01484850"]
     batches = list(bench.train_batches(epoch=0))
@@ -99,8 +93,19 @@ def test_image_folder_missing_split_names_layout(tmp_path):
 # ---------------------------------------------------------------- COCO (SSD, Mask R-CNN)
 
 
-def square(x: float, y: float, side: float) -> list[float]:
-    return [x, y, x + side, y, x + side, y + side, x, y + side]
+def box(ann_id: int, image_id: int, category_id: int, x: int, y: int, w: int, h: int, **rest: object) -> dict:
+    """A COCO annotation of the box at (x, y) sized w x h, its polygon mask the box itself unless
+    `rest` gives another segmentation."""
+    return {
+        "id": ann_id,
+        "image_id": image_id,
+        "category_id": category_id,
+        "bbox": [x, y, w, h],
+        "area": float(w * h),
+        "iscrowd": 0,
+        "segmentation": [[x, y, x + w, y, x + w, y + h, x, y + h]],
+        **rest,
+    }
 
 
 def make_coco(root: Path) -> dict:
@@ -115,42 +120,10 @@ def make_coco(root: Path) -> dict:
         Image.new("RGB", (w, h), (image_id * 20, 90, 30)).save(root / "val2017" / name)
         images.append({"id": image_id, "file_name": name, "height": h, "width": w})
     anns = [
-        {
-            "id": 1,
-            "image_id": 1,
-            "category_id": 3,
-            "bbox": [4, 6, 20, 20],
-            "area": 400.0,
-            "iscrowd": 0,
-            "segmentation": [square(4, 6, 20)],
-        },
-        {
-            "id": 2,
-            "image_id": 1,
-            "category_id": 90,
-            "bbox": [30, 10, 16, 16],
-            "area": 256.0,
-            "iscrowd": 0,
-            "segmentation": [square(30, 10, 16)],
-        },
-        {
-            "id": 3,
-            "image_id": 7,
-            "category_id": 1,
-            "bbox": [2, 2, 30, 12],
-            "area": 360.0,
-            "iscrowd": 0,
-            "segmentation": [[2, 2, 32, 2, 32, 14, 2, 14]],
-        },
-        {
-            "id": 4,
-            "image_id": 7,
-            "category_id": 90,
-            "bbox": [0, 20, 40, 20],
-            "area": 800.0,
-            "iscrowd": 1,
-            "segmentation": {"size": [40, 40], "counts": [800, 800, 0]},
-        },
+        box(1, 1, 3, 4, 6, 20, 20),
+        box(2, 1, 90, 30, 10, 16, 16),
+        box(3, 7, 1, 2, 2, 30, 12),
+        box(4, 7, 90, 0, 20, 40, 20, iscrowd=1, segmentation={"size": [40, 40], "counts": [800, 800, 0]}),
     ]
     cats = [{"id": i, "name": f"c{i}", "supercategory": "x"} for i in (1, 3, 90)]
     data = {"images": images, "annotations": anns, "categories": cats}

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import torch
 import torchvision
+from conftest import run_context
 from omegaconf import OmegaConf
-
-from t4bench.pytorch.context import RunContext
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -23,16 +22,7 @@ def reference_cfg(name: str):  # type: ignore[no-untyped-def]
 
 
 def build(name: str, bench_cls):  # type: ignore[no-untyped-def]
-    ctx = RunContext(
-        device=torch.device("cpu"),
-        precision="fp32",
-        rank=0,
-        world_size=1,
-        local_rank=0,
-        seed=0,
-        data_root=Path("unused"),
-    )
-    return bench_cls(reference_cfg(name), ctx).build_model()
+    return bench_cls(reference_cfg(name), run_context(data_root=Path("unused"))).build_model()
 
 
 def parameter_count(model: torch.nn.Module) -> int:
