@@ -1,4 +1,4 @@
-"""`deterministic=true` (t4bench.determinism, t4bench.pytorch.determinism): the switch reaches the
+"""`deterministic=true` (t4bench.seeding, t4bench.pytorch.determinism): the switch reaches the
 rank (its tag is read back from torch there), two runs of one seed repeat each other bit for bit,
 perf.cudnn_benchmark=true is refused in one line, and an op without a deterministic kernel ends
 the run with one line naming it. CPU only: GPU runs are where the switch matters, and its cost
@@ -12,8 +12,8 @@ import pytest
 import torch
 from conftest import DATA_ROOT, compose, run_cli
 
-from t4bench import determinism
 from t4bench import mlflow_names as names
+from t4bench import seeding
 from t4bench.errors import T4BenchError
 from t4bench.pytorch import determinism as torch_determinism
 
@@ -68,8 +68,8 @@ def test_cudnn_autotuning_with_deterministic_is_refused_in_one_line(tmp_path: Pa
     # a perf profile's per-model entry counts too; deterministic=false leaves it alone
     profile = ["deterministic=true", "+perf.models.ncf.cudnn_benchmark=true"]
     with pytest.raises(T4BenchError, match=r"perf\.cudnn_benchmark=true"):
-        determinism.check(compose(profile))
-    determinism.check(compose(["+perf.models.ncf.cudnn_benchmark=true"]))
+        seeding.check_deterministic(compose(profile))
+    seeding.check_deterministic(compose(["+perf.models.ncf.cudnn_benchmark=true"]))
 
 
 @pytest.mark.usefixtures("switches_restored")
@@ -99,11 +99,11 @@ def test_an_op_without_a_deterministic_kernel_ends_the_run_in_one_line() -> None
 
 def test_the_environment_is_prepared_before_cuda_starts() -> None:
     environ: dict[str, str] = {}
-    determinism.prepare_environment(compose(["deterministic=true"]), environ)
+    seeding.deterministic_environment(compose(["deterministic=true"]), environ)
     assert environ == {"CUBLAS_WORKSPACE_CONFIG": ":4096:8", "TORCHINDUCTOR_DETERMINISTIC": "1"}
     kept = {"CUBLAS_WORKSPACE_CONFIG": ":16:8"}  # the smaller deterministic workspace is left as set
-    determinism.prepare_environment(compose(["deterministic=true"]), kept)
+    seeding.deterministic_environment(compose(["deterministic=true"]), kept)
     assert kept["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
     untouched: dict[str, str] = {}
-    determinism.prepare_environment(compose(), untouched)
+    seeding.deterministic_environment(compose(), untouched)
     assert untouched == {}

@@ -18,7 +18,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from t4bench import determinism, hardware, run_env
+from t4bench import hardware, run_env, seeding
 from t4bench.errors import T4BenchError
 from t4bench.preflight.hardware import CONF_DIR
 
@@ -340,7 +340,7 @@ def validate(cfg: DictConfig) -> None:
     check_eval_every(cfg)
     check_targets(cfg)
     check_hparams(cfg)
-    determinism.check(cfg)  # deterministic=true with perf.cudnn_benchmark=true
+    seeding.check_deterministic(cfg)  # deterministic=true with perf.cudnn_benchmark=true
     threads = os.environ.get("OMP_NUM_THREADS")
     if threads is not None and not (threads.isdigit() and int(threads) >= 1):
         raise T4BenchError(f"OMP_NUM_THREADS={threads}: must be a positive integer (or unset)")

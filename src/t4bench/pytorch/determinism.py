@@ -21,8 +21,8 @@ from collections.abc import Iterator
 
 import torch
 
-from t4bench.determinism import CUBLAS_DETERMINISTIC, CUBLAS_WORKSPACE_CONFIG
 from t4bench.errors import T4BenchError
+from t4bench.seeding import CUBLAS_DETERMINISTIC, CUBLAS_WORKSPACE_CONFIG
 
 #: torch's message for an op without a deterministic implementation: "<op> does not have a
 #: deterministic implementation, but you set 'torch.use_deterministic_algorithms(True)'..."
@@ -35,7 +35,7 @@ def apply(on: bool, compiled: bool = False) -> None:
     """Deterministic algorithms and cuDNN on (and cuDNN autotuning off), or both off. `compiled`:
     also Inductor's deterministic mode (no on-device benchmarking that changes numerics)."""
     if on and os.environ.get("CUBLAS_WORKSPACE_CONFIG") not in CUBLAS_DETERMINISTIC:
-        # t4bench.determinism.prepare_environment set it before CUDA started; a rank reached
+        # t4bench.seeding.deterministic_environment set it before CUDA started; a rank reached
         # without it (a launcher of its own) still gets it before its first cuBLAS handle
         os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_WORKSPACE_CONFIG
     torch.use_deterministic_algorithms(on, warn_only=False)

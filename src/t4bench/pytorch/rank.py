@@ -11,7 +11,6 @@ from typing import Any, TypeVar
 import torch
 from omegaconf import DictConfig
 
-from t4bench import determinism as neutral_determinism
 from t4bench import mlflow_names as names
 from t4bench import seeding
 from t4bench.benchmark import Benchmark
@@ -66,8 +65,8 @@ class TorchRank:
             torch.set_num_threads(env.threads)
         self.ctx = run_context(cfg, env, device_for(env))
         # before the benchmark builds anything; set on or off for every run (process-wide switches)
-        compiled = bool(neutral_determinism.perf_option(cfg, "compile"))
-        determinism.apply(neutral_determinism.enabled(cfg), compiled=compiled)
+        compiled = bool(seeding.perf_option(cfg, "compile"))
+        determinism.apply(seeding.deterministic(cfg), compiled=compiled)
 
     def broadcast(self, obj: T) -> T:
         return distributed.broadcast_object(obj)
@@ -81,7 +80,7 @@ class TorchRank:
             # the perf options in effect (t4bench.perf.*), so runs compare by what made them fast
             **PerfOptions.from_config(self.cfg, self.ctx.device).tags(self.ctx),
             # what torch says is on after determinism.apply, not what the config asked
-            **neutral_determinism.tags(determinism.active()),
+            **seeding.deterministic_tags(determinism.active()),
         }
 
     def seed(self, seed: int) -> None:

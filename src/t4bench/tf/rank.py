@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 
 from omegaconf import DictConfig
 
-from t4bench import determinism, run_env
 from t4bench import mlflow_names as names
+from t4bench import run_env, seeding
 from t4bench.benchmark import Benchmark
 from t4bench.errors import T4BenchError
 from t4bench.frameworks import RunServices, TrainResult
@@ -100,7 +100,7 @@ class TFRank:
         # deterministic=true: TF's op determinism (its random ops then need a seed: `seed` below
         # sets the global one before any is built). TensorFlow has no public way to switch it off
         # again, so the tag reads what this process has had switched on
-        if determinism.enabled(cfg):
+        if seeding.deterministic(cfg):
             tf.config.experimental.enable_op_determinism()
             _OP_DETERMINISM["on"] = True
         self.strategy, workers, self.backend = self._strategy(tf)
@@ -175,7 +175,7 @@ class TFRank:
             # the versions this run imported (the wheel is tensorflow-cpu or tensorflow)
             f"{names.VERSION_PREFIX}tensorflow": tf.__version__,
             f"{names.VERSION_PREFIX}keras": __import__("keras").__version__,
-            **determinism.tags(_OP_DETERMINISM["on"]),
+            **seeding.deterministic_tags(_OP_DETERMINISM["on"]),
         }
 
     def seed(self, seed: int) -> None:
