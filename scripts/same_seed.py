@@ -4,13 +4,14 @@
         --csv docs/convergence/same_seed.csv --summary docs/convergence/same_seed_summary.csv
 
 CSV: one row per run (model, deterministic, repeat, epochs_to_converge, outcome, time_to_train_s,
-plus gpu_share and epochs_run). `deterministic` is the run's t4bench.deterministic tag (what the
-rank set, read back from the framework), `repeat` its user tag (+tracking.tags.repeat), gpu_share
-how many runs shared its GPU. Summary, per model and arm: epochs-to-converge of the finished runs
-(mean, std, min, max, the distinct values: with deterministic=true one value is expected, on the
-same GPU and software), and the cost of the switch from the runs alone on the GPU (gpu_share 1;
-shared runs' seconds are no speed figure): mean seconds per epoch and its ratio to the
-deterministic=false arm's. Printed as a table too."""
+plus gpu_share, epochs_run and the last epoch's train loss in full). `deterministic` is the run's
+t4bench.deterministic tag (what the rank set, read back from the framework), `repeat` its user tag
+(+tracking.tags.repeat), gpu_share how many runs shared its GPU. Summary, per model and arm:
+epochs-to-converge of the finished runs (mean, std, min, max, the distinct values: with
+deterministic=true one value is expected, on the same GPU and software), how many distinct final
+losses (1: bit-identical runs), and the cost of the switch from the runs alone on the GPU
+(gpu_share 1; shared runs' seconds are no speed figure): mean seconds per epoch and its ratio to
+the deterministic=false arm's. Printed as a table too."""
 
 from __future__ import annotations
 
@@ -36,9 +37,11 @@ COLUMNS = [
     "time_to_train_s",
     "gpu_share",
     "epochs_run",
+    "final_train_loss",
 ]
-SUMMARY = ["model", "deterministic", "runs", "converged", "epochs_mean", "epochs_std", "epochs_min", "epochs_max",
-           "distinct_epochs", "alone_runs", "s_per_epoch_alone", "cost_vs_nondeterministic"]  # fmt: skip
+SUMMARY = ["model", "deterministic", "runs", "converged", "epochs_mean", "epochs_std", "epochs_min",
+           "epochs_max", "distinct_epochs", "distinct_final_losses", "alone_runs", "s_per_epoch_alone",
+           "cost_vs_nondeterministic"]  # fmt: skip
 #: outcomes that say nothing about the seed (the budget or a crash ended the run)
 UNFINISHED = {names.OUTCOME_KILLED, names.OUTCOME_FAILED, names.OUTCOME_RUNNING}
 
@@ -66,6 +69,8 @@ def collect(store: str, models: Sequence[str], scale: str) -> list[dict[str, Any
                     "time_to_train_s": metrics.get(names.TIME_TO_TRAIN_S, math.nan),
                     "gpu_share": int(tags.get(names.GPU_SHARE, 1)),
                     "epochs_run": metrics.get(names.EPOCHS_RUN, math.nan),
+                    # the last epoch's loss, all digits: equal across an arm's runs = bit-identical runs
+                    "final_train_loss": repr(metrics.get(names.TRAIN_LOSS, math.nan)),
                 }
             )
     order = {"false": 0, "true": 1}
@@ -93,6 +98,8 @@ def summary(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "epochs_min": min(done, default=""),
                 "epochs_max": max(done, default=""),
                 "distinct_epochs": " ".join(f"{e:g}" for e in sorted(set(done))),
+                # 1: every finished run of the arm ended on the same loss to the last bit
+                "distinct_final_losses": len({r["final_train_loss"] for r in cell}),
                 "alone_runs": len(alone),
                 "s_per_epoch_alone": _round(statistics.fmean(alone)) if alone else "",
                 "cost_vs_nondeterministic": "",

@@ -58,8 +58,9 @@ CUBLAS_DETERMINISTIC = (":4096:8", ":16:8")
 #: convolution's algorithm by timing it, so two runs may pick different ones. Everything else
 #: is allowed: torch.compile (Inductor's deterministic mode is switched on with it), CUDA graphs
 #: (a replay runs the captured kernels), fused/foreach optimizers (elementwise), bf16/fp16/tf32
-#: (same kernels, same rounding), cudnn_sdp (torch leaves cuDNN attention out when deterministic
-#: algorithms are on), prefetch and gpu_data (copies and seeded generators)
+#: (same kernels, same rounding), prefetch and gpu_data (copies and seeded generators), and
+#: cudnn_sdp (an attention backend without a deterministic backward raises like any other op:
+#: one line, see t4bench.pytorch.determinism; which backends pass is to be seen on the GPU)
 REFUSED_PERF = {
     "cudnn_benchmark": "cuDNN's autotuner picks kernels by timing them, so runs of one seed may differ",
 }
@@ -91,8 +92,9 @@ def check_deterministic(cfg: DictConfig) -> None:
 
 def deterministic_environment(cfg: DictConfig, environ: MutableMapping[str, str] | None = None) -> None:
     """deterministic=true: CUBLAS_WORKSPACE_CONFIG (and Inductor's deterministic mode) in this
-    process's environment before any CUDA context exists; ranks spawned from here, and the
-    children of torch.distributed.run, inherit it. A value already deterministic is left alone."""
+    process's environment before any CUDA context exists; ranks spawned from here inherit it (ranks
+    an outer launcher started, torchrun or srun, each run this themselves). A value already
+    deterministic is left alone."""
     if not deterministic(cfg):
         return
     environ = os.environ if environ is None else environ
