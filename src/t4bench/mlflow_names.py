@@ -57,6 +57,10 @@ SWEEP_LAUNCHER = "t4bench.sweep_launcher"
 SLURM_JOB_ID = "t4bench.slurm.job_id"
 #: emulate.world_size=N: one device trained with the global batch of N ranks (hw.count stays 1)
 EMULATED_WORLD_SIZE = "t4bench.emulated_world_size"
+#: "true" when the rank switched its framework to deterministic kernels (deterministic=true: the
+#: run repeats itself bit for bit on the same GPU and software), else "false"; read back from the
+#: framework after the switch, so it says what the rank did, not what the config asked
+DETERMINISTIC = "t4bench.deterministic"
 
 # --- tags: what happened to the run ----------------------------------------------------------
 #: the speed options in effect: t4bench.perf.<option>; `dropped` names the options that could not apply

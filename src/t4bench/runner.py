@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from t4bench import emulation, frameworks, packing
+from t4bench import emulation, frameworks, packing, seeding
 from t4bench import mlflow_names as names
 from t4bench.benchmark import benchmark_class
 from t4bench.errors import RunTerminated, T4BenchError
@@ -38,6 +38,8 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     if env is None:
         config.validate(cfg)  # types, ranges and what this host holds, before anything else
         env = hardware.check(cfg)  # no torch yet: hw=auto resolved, the launcher's ranks read
+    # deterministic=true: CUBLAS_WORKSPACE_CONFIG before any CUDA context, inherited by spawned ranks
+    seeding.deterministic_environment(cfg)
     emulation.apply(cfg, env.world_size)  # emulate.world_size=N: N ranks' global batch on this one
     packing.apply(cfg, _multirun())  # t4bench.gpu_share / t4bench.mps: how many runs share the GPU
     slurm.apply(cfg)  # t4bench.sweep_launcher, t4bench.slurm.job_id: which sweep launcher and Slurm job

@@ -18,7 +18,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from t4bench import hardware, run_env
+from t4bench import hardware, run_env, seeding
 from t4bench.errors import T4BenchError
 from t4bench.preflight.hardware import CONF_DIR
 
@@ -112,6 +112,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     # numpy's and torch's seeds must fit in 32 bits unsigned (numpy rejects negatives)
     ("seed", Number(integer=True, low=0, high=2**32 - 1)),
     ("data_seed", Number(integer=True, low=0, high=2**32 - 1, nullable=True)),
+    ("deterministic", Flag()),
     ("max_epochs", POSITIVE_INT),
     # a fraction 1/k of an epoch (checked whole in check_eval_every)
     ("eval_every", Number(low=0, high=1, low_open=True)),
@@ -339,6 +340,7 @@ def validate(cfg: DictConfig) -> None:
     check_eval_every(cfg)
     check_targets(cfg)
     check_hparams(cfg)
+    seeding.check_deterministic(cfg)  # deterministic=true with perf.cudnn_benchmark=true
     threads = os.environ.get("OMP_NUM_THREADS")
     if threads is not None and not (threads.isdigit() and int(threads) >= 1):
         raise T4BenchError(f"OMP_NUM_THREADS={threads}: must be a positive integer (or unset)")

@@ -16,7 +16,7 @@ from t4bench import seeding
 from t4bench.benchmark import Benchmark
 from t4bench.errors import T4BenchError
 from t4bench.frameworks import RunServices
-from t4bench.pytorch import distributed, launch, loop
+from t4bench.pytorch import determinism, distributed, launch, loop
 from t4bench.pytorch.context import RunContext
 from t4bench.pytorch.perf import PerfOptions
 from t4bench.run_env import RunEnvironment
@@ -64,6 +64,9 @@ class TorchRank:
         if env.threads is not None:
             torch.set_num_threads(env.threads)
         self.ctx = run_context(cfg, env, device_for(env))
+        # before the benchmark builds anything; set on or off for every run (process-wide switches)
+        compiled = bool(seeding.perf_option(cfg, "compile"))
+        determinism.apply(seeding.deterministic(cfg), compiled=compiled)
 
     def broadcast(self, obj: T) -> T:
         return distributed.broadcast_object(obj)
@@ -76,13 +79,14 @@ class TorchRank:
             names.THREADS: str(torch.get_num_threads()),
             # the perf options in effect (t4bench.perf.*), so runs compare by what made them fast
             **PerfOptions.from_config(self.cfg, self.ctx.device).tags(self.ctx),
+            # what torch says is on after determinism.apply, not what the config asked
+            **seeding.deterministic_tags(determinism.active()),
         }
 
     def seed(self, seed: int) -> None:
         seeding.seed_torch(seed)
 
     def train(self, bench_cls: type[Benchmark], services: RunServices) -> loop.RunResult:
-        bench = bench_cls(self.cfg, self.ctx)
         records: dict[str, Any] = {
             "mlperf": services.mlperf,
             "progress": services.progress,
@@ -91,10 +95,12 @@ class TorchRank:
         }
         if self.ctx.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.ctx.device)
-        if self.cfg.input.synthetic:
-            result = loop.measure_throughput(bench, self.cfg, self.ctx, **records)
-        else:
-            result = loop.train_to_target(bench, self.cfg, self.ctx, callbacks=services.callbacks, **records)
+        with determinism.explained():  # an op without a deterministic kernel: one line naming it
+            bench = bench_cls(self.cfg, self.ctx)
+            if self.cfg.input.synthetic:
+                result = loop.measure_throughput(bench, self.cfg, self.ctx, **records)
+            else:
+                result = loop.train_to_target(bench, self.cfg, self.ctx, callbacks=services.callbacks, **records)
         if self.ctx.device.type != "cuda":
             return result
         return dataclasses.replace(result, peak_memory_gib=torch.cuda.max_memory_allocated(self.ctx.device) / 2**30)

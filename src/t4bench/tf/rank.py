@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from omegaconf import DictConfig
 
 from t4bench import mlflow_names as names
-from t4bench import run_env
+from t4bench import run_env, seeding
 from t4bench.benchmark import Benchmark
 from t4bench.errors import T4BenchError
 from t4bench.frameworks import RunServices, TrainResult
@@ -30,6 +30,9 @@ from t4bench.run_env import RunEnvironment
 from t4bench.tf import launch
 
 T = TypeVar("T")
+
+#: whether this process has switched TensorFlow's op determinism on (deterministic=true); process-wide
+_OP_DETERMINISM = {"on": False}
 
 HOROVOD_TF_MISSING = (
     "dist=horovod with framework=tensorflow needs Horovod's TensorFlow binding, which t4bench does not "
@@ -94,6 +97,12 @@ class TFRank:
         import keras
 
         keras.backend.clear_session()  # a previous run in this process (Hydra multirun) leaves its graphs
+        # deterministic=true: TF's op determinism (its random ops then need a seed: `seed` below
+        # sets the global one before any is built). TensorFlow has no public way to switch it off
+        # again, so the tag reads what this process has had switched on
+        if seeding.deterministic(cfg):
+            tf.config.experimental.enable_op_determinism()
+            _OP_DETERMINISM["on"] = True
         self.strategy, workers, self.backend = self._strategy(tf)
         self.ctx = TFContext(
             strategy=self.strategy,
@@ -166,6 +175,7 @@ class TFRank:
             # the versions this run imported (the wheel is tensorflow-cpu or tensorflow)
             f"{names.VERSION_PREFIX}tensorflow": tf.__version__,
             f"{names.VERSION_PREFIX}keras": __import__("keras").__version__,
+            **seeding.deterministic_tags(_OP_DETERMINISM["on"]),
         }
 
     def seed(self, seed: int) -> None:
