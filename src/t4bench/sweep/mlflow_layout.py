@@ -16,9 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from t4bench import mlflow_names as names
-from t4bench import tracking_store
 from t4bench.errors import T4BenchError
-from t4bench.runs import search
+from t4bench.runs import search, store
 
 
 class SweepIdConflict(T4BenchError):
@@ -28,7 +27,7 @@ class SweepIdConflict(T4BenchError):
 def client(uri: str) -> Any:
     from mlflow.tracking import MlflowClient
 
-    tracking_store.ready(uri)  # two sweeps starting on one new SQLite store: one creates it
+    store.ready(uri)  # two sweeps starting on one new SQLite store: one creates it
     return MlflowClient(uri)
 
 
