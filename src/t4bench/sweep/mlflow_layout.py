@@ -17,7 +17,7 @@ from typing import Any
 
 from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
-from t4bench.runs import search
+from t4bench.runs import search, store
 
 
 class SweepIdConflict(T4BenchError):
@@ -27,6 +27,7 @@ class SweepIdConflict(T4BenchError):
 def client(uri: str) -> Any:
     from mlflow.tracking import MlflowClient
 
+    store.ready(uri)  # two sweeps starting on one new SQLite store: one creates it
     return MlflowClient(uri)
 
 
