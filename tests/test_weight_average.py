@@ -55,7 +55,8 @@ def _compose(*overrides: str):  # type: ignore[no-untyped-def]
         (["ema.half_life_epochs=-1"], "ema.half_life_epochs=-1: must be a finite number >= 0"),
         (
             ["model=resnet50", "framework=tensorflow", "ema.half_life_epochs=0.25"],
-            "ema.half_life_epochs=0.25: only framework=pytorch has it; framework=tensorflow needs ema.half_life_epochs=0",
+            "ema.half_life_epochs=0.25: only framework=pytorch has it; "
+            "framework=tensorflow needs ema.half_life_epochs=0",
         ),
     ],
 )
