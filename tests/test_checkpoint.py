@@ -167,8 +167,10 @@ def test_resolve_by_run_id(tmp_path: Path) -> None:
         checkpoint.resolve("0" * 32, uri)
 
 
-def test_trainer_resume_matches_uninterrupted(tmp_path: Path) -> None:
-    """The real loop Trainer on real MovieLens: epoch 2 after a restore equals epoch 2 straight on."""
+@pytest.mark.parametrize("half_life", [0.0, 0.5])
+def test_trainer_resume_matches_uninterrupted(tmp_path: Path, half_life: float) -> None:
+    """The real loop Trainer on real MovieLens: epoch 2 after a restore equals epoch 2 straight on,
+    the weight average (ema.half_life_epochs) and what evaluation reads of it included."""
     from hydra import compose, initialize_config_dir
 
     from t4bench.benchmarks.ncf import NCFBenchmark
@@ -181,7 +183,10 @@ def test_trainer_resume_matches_uninterrupted(tmp_path: Path) -> None:
     if not (data_root / "movielens-100k" / "ml-100k.inter").is_file():
         pytest.skip("movielens-100k not prepared")
     with initialize_config_dir(config_dir=str(repo / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=[f"paths.data_root={data_root}", "model.batch_size=8192"])
+        cfg = compose(
+            "config",
+            overrides=[f"paths.data_root={data_root}", "model.batch_size=8192", f"ema.half_life_epochs={half_life}"],
+        )
     ctx = RunContext(
         device=torch.device("cpu"), precision="fp32", rank=0, world_size=1, local_rank=0, seed=3, data_root=data_root
     )
@@ -210,6 +215,13 @@ def test_trainer_resume_matches_uninterrupted(tmp_path: Path) -> None:
     assert epoch(resumed, 2)["train_loss"] == expected
     for got, want in zip(resumed.model.state_dict().values(), straight.model.state_dict().values(), strict=True):
         assert torch.equal(got, want)
+    assert (resumed.average is None) == (straight.average is None) == (half_life == 0)
+    if straight.average is not None and resumed.average is not None:
+        for got, want in zip(
+            resumed.average.state_dict().values(), straight.average.state_dict().values(), strict=True
+        ):
+            assert torch.equal(got, want)
+        assert resumed.evaluate() == straight.evaluate()
 
 
 def _run_cfg(tmp_path: Path, **overrides: object):  # type: ignore[no-untyped-def]

@@ -116,6 +116,8 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("max_epochs", POSITIVE_INT),
     # a fraction 1/k of an epoch (checked whole in check_eval_every)
     ("eval_every", Number(low=0, high=1, low_open=True)),
+    # evaluation reads an EMA of the weights with this half-life (t4bench.pytorch.averaging); 0: off
+    ("ema.half_life_epochs", NON_NEGATIVE),
     ("progress", Choice(("auto", "bar", "plain", "off"))),
     # the MLPerf round whose reference targets apply (before model.target, which reads it)
     ("scale.target_version", Choice(("v0_5", "v0_6"))),
@@ -322,6 +324,23 @@ def check_hparams(cfg: DictConfig) -> None:
     )
 
 
+#: options only the PyTorch loop has, with their "off" value: another framework refuses them in one
+#: line rather than run without them
+PYTORCH_ONLY: tuple[tuple[str, float], ...] = (("ema.half_life_epochs", 0.0),)
+
+
+def check_framework_options(cfg: DictConfig) -> None:
+    framework = _lookup(cfg, "model.framework")
+    if framework in (_ABSENT, "pytorch"):
+        return
+    for key, off in PYTORCH_ONLY:
+        value = _lookup(cfg, key)
+        if value is not _ABSENT and value is not None and value != off:
+            raise T4BenchError(
+                f"{key}={_shown(value)}: only framework=pytorch has it; framework={framework} needs {key}={_fmt(off)}"
+            )
+
+
 def check_eval_every(cfg: DictConfig) -> None:
     """eval_every is 1/k of an epoch for a whole k (the loop evaluates k times an epoch)."""
     value = _lookup(cfg, "eval_every")
@@ -338,6 +357,7 @@ def validate(cfg: DictConfig) -> None:
     """Raise one T4BenchError line for the first config value that cannot work; no side effects."""
     check_rules(cfg)
     check_eval_every(cfg)
+    check_framework_options(cfg)
     check_targets(cfg)
     check_hparams(cfg)
     seeding.check_deterministic(cfg)  # deterministic=true with perf.cudnn_benchmark=true

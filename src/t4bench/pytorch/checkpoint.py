@@ -129,6 +129,7 @@ def save(
     optimizer: Stateful | None = None,
     scheduler: Stateful | None = None,
     scaler: Stateful | None = None,
+    average: Stateful | None = None,
     loop: Mapping[str, Any],
     meta: Mapping[str, Any] | None = None,
 ) -> Path:
@@ -140,6 +141,8 @@ def save(
         "optimizer": optimizer.state_dict() if optimizer is not None else None,
         "scheduler": scheduler.state_dict() if scheduler is not None else None,
         "scaler": scaler.state_dict() if scaler is not None else None,
+        # ema.half_life_epochs: the averaged weights evaluation reads (t4bench.pytorch.averaging)
+        "average": average.state_dict() if average is not None else None,
         "rng": capture_rng(),
         "loop": dict(loop),
         "meta": dict(meta or {}),
@@ -154,11 +157,12 @@ def restore(
     optimizer: Stateful | None = None,
     scheduler: Stateful | None = None,
     scaler: Stateful | None = None,
+    average: Stateful | None = None,
     rng: bool = True,
 ) -> dict[str, Any]:
     """Load the states into the given objects (and the RNGs); return the loop state."""
     model.load_state_dict(payload["model"])
-    for target, key in ((optimizer, "optimizer"), (scheduler, "scheduler"), (scaler, "scaler")):
+    for target, key in ((optimizer, "optimizer"), (scheduler, "scheduler"), (scaler, "scaler"), (average, "average")):
         if target is not None and payload.get(key) is not None:
             target.load_state_dict(payload[key])
     if rng:
@@ -174,6 +178,7 @@ class TrainerLike(Protocol):
     model: torch.nn.Module  # unwrapped (DDP's wrapper shares its parameters)
     optimizer: Any
     scaler: Any
+    average: Any  # the weight average (ema.half_life_epochs), or None
     samples_seen: int
     steps: int
 
@@ -188,13 +193,23 @@ def save_trainer(
     guard = getattr(trainer, "guard", None)  # the divergence watch's reference loss, when it can say
     if guard is not None and hasattr(guard, "state_dict"):
         state["guard"] = guard.state_dict()
-    return save(path, model=trainer.model, optimizer=trainer.optimizer, scaler=trainer.scaler, loop=state, meta=meta)
+    return save(
+        path,
+        model=trainer.model,
+        optimizer=trainer.optimizer,
+        scaler=trainer.scaler,
+        average=trainer.average,
+        loop=state,
+        meta=meta,
+    )
 
 
 def restore_trainer(payload: Mapping[str, Any], trainer: TrainerLike) -> dict[str, Any]:
     """Load a `save_trainer` checkpoint into a freshly built trainer (every rank); returns the
     loop state, whose `epoch` is the last one completed: training continues at epoch + 1."""
-    loop = restore(payload, model=trainer.model, optimizer=trainer.optimizer, scaler=trainer.scaler)
+    loop = restore(
+        payload, model=trainer.model, optimizer=trainer.optimizer, scaler=trainer.scaler, average=trainer.average
+    )
     trainer.samples_seen = int(loop["samples_seen"])
     trainer.steps = int(loop["steps"])
     guard = getattr(trainer, "guard", None)

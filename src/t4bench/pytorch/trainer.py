@@ -17,6 +17,7 @@ from t4bench.benchmark import Benchmark
 from t4bench.errors import T4BenchError
 from t4bench.progress import ProgressReporter
 from t4bench.pytorch import distributed, optim
+from t4bench.pytorch.averaging import WeightAverage
 from t4bench.pytorch.context import RunContext
 from t4bench.pytorch.divergence import DivergenceGuard, DivergenceRule
 from t4bench.pytorch.perf import PerfOptions
@@ -62,6 +63,8 @@ class Trainer:
         self.guard = DivergenceGuard(DivergenceRule.from_config(cfg.get("divergence")))
         self.samples_seen = 0  # global, across ranks
         self.steps = 0
+        # ema.half_life_epochs > 0: evaluation reads an average of the weights (t4bench.pytorch.averaging)
+        self.average = WeightAverage.from_config(cfg, model, bench.train_size, self.global_batch)
 
     def current_lr(self) -> float:
         return self.base_lrs[0] * self.schedule.factor(self.samples_seen, self.steps)
@@ -73,6 +76,8 @@ class Trainer:
         samples = self.bench.samples_in(batch)
         loss, units = self._train_step(self.ctx.to_device(batch))
         self.steps += 1
+        if self.average is not None:
+            self.average.update(self.model)
         # every rank steps in lock-step on equally sized shards, so the global count is local x ranks
         self.samples_seen += samples * self.ctx.world_size
         loss = loss.detach()
@@ -122,10 +127,12 @@ class Trainer:
         }
 
     def evaluate(self) -> dict[str, float]:
-        """Quality on rank 0 (replicas are identical after each step); every rank gets the result."""
+        """Quality on rank 0 (replicas are identical after each step); every rank gets the result.
+        With `ema.half_life_epochs` on, of the averaged weights."""
         metrics: dict[str, float] = {}
         if self.ctx.is_main:
-            self.model.eval()
+            evaluated = self.average.module if self.average is not None else self.model
+            evaluated.eval()
             with (
                 torch.no_grad(),
                 torch.autocast(
@@ -134,6 +141,6 @@ class Trainer:
                     enabled=self.ctx.amp_dtype is not None,
                 ),
             ):
-                metrics = {k: float(v) for k, v in self.bench.evaluate(self.model).items()}
+                metrics = {k: float(v) for k, v in self.bench.evaluate(evaluated).items()}
             self.model.train()
         return distributed.broadcast_object(metrics)
