@@ -43,7 +43,27 @@ def test_preset_records_true_reference_values_and_changes_them(preset: Path) -> 
         if OmegaConf.select(tuned, key) != OmegaConf.select(reference, key):
             changed.append(key)
     assert changed, f"{preset.name} changes none of the keys it records"
+    # every value the preset sets is the one the run gets (a key that config.yaml's own keys, which
+    # compose last, would set again is not)
+    own = OmegaConf.load(preset)
+    own.pop("hparams")
+    for key, value in _leaves(OmegaConf.to_container(own)).items():
+        assert _plain(OmegaConf.select(tuned, key)) == value, f"{preset.name}: {key}={value} does not reach the config"
     validation.validate(tuned)
+
+
+def _leaves(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """{"a.b": leaf} of a nested dict (an empty dict is a leaf)."""
+    if not (isinstance(tree, dict) and tree):
+        return {prefix: tree}
+    found: dict[str, Any] = {}
+    for name, sub in tree.items():
+        found.update(_leaves(sub, f"{prefix}.{name}" if prefix else str(name)))
+    return found
+
+
+def _plain(value: Any) -> Any:
+    return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
 
 
 def test_tuned_without_a_preset_is_refused() -> None:
@@ -58,6 +78,7 @@ def test_tuned_ncf_runs_and_is_recorded(run_t4bench, mlflow_client) -> None:  # 
     params = run.data.params
     assert params["hparams.name"] == "tuned" and params["hparams.preset"] == "ncf_mini_tuned"
     assert params["model.batch_size"] == "512" and float(params["model.optimizer.lr"]) == pytest.approx(
-        0.0086033, rel=1e-4
+        0.0081637, rel=1e-4
     )
+    assert params["ema.half_life_epochs"] == "0.25"
     assert run.info.status == "FINISHED"

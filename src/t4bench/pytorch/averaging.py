@@ -3,9 +3,11 @@ the weights the optimizer just wrote.
 
 Why: at the mini scale the quality curve flattens near its target, so each evaluation's value is
 the trend plus the last few hundred steps' noise, and a run converges at the first evaluation that
-the noise lifts over the target. Averaging the weights over a fraction of an epoch removes most of
-that noise (docs/convergence.md, "Weight averaging"). It changes what is evaluated: no MLPerf v0.5
-reference averages weights, so a run with it on is not a reference run (its param says so).
+the noise lifts over the target. Averaging the weights over a fraction of an epoch damps that noise
+(NCF mini: HR@10's jitter from one evaluation to the next fell from ~0.0055 to ~0.0034;
+docs/convergence.md, "Round 4: weight averaging"). It changes what is evaluated: no
+MLPerf v0.5 reference averages weights, so a run with it on is not a reference run (its param
+`ema.half_life_epochs` says so).
 
 The average is torch.optim.swa_utils' AveragedModel with its EMA update (one fused `lerp` over the
 parameters and buffers after each optimizer step); its decay per step comes from a half-life in
