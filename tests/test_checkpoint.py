@@ -217,11 +217,17 @@ def test_trainer_resume_matches_uninterrupted(tmp_path: Path, half_life: float) 
         assert torch.equal(got, want)
     assert (resumed.average is None) == (straight.average is None) == (half_life == 0)
     if straight.average is not None and resumed.average is not None:
+        assert resumed.average.updates == straight.average.updates
         for got, want in zip(
-            resumed.average.state_dict().values(), straight.average.state_dict().values(), strict=True
+            resumed.average.module.state_dict().values(), straight.average.module.state_dict().values(), strict=True
         ):
             assert torch.equal(got, want)
         assert resumed.evaluate() == straight.evaluate()
+    # a checkpoint resumed into a run that averages differently: refused in one line
+    cfg.ema.half_life_epochs = 0.5 if half_life == 0 else 0.0
+    other = fresh()
+    with pytest.raises(checkpoint.CheckpointError, match=r"weight average .* \(ema.half_life_epochs\)"):
+        checkpoint.restore_trainer(checkpoint.read(path), other)
 
 
 def _run_cfg(tmp_path: Path, **overrides: object):  # type: ignore[no-untyped-def]

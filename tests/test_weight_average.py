@@ -24,6 +24,8 @@ def test_decay_halves_the_old_weights_in_one_half_life() -> None:
     assert decay**20 == pytest.approx(0.5)
     with pytest.raises(T4BenchError, match=r"ema.half_life_epochs=0: must be > 0"):
         decay_per_step(0.0, 1000, 100)
+    with pytest.raises(T4BenchError, match=r"ema.half_life_epochs=1e\+20: too long to average anything"):
+        decay_per_step(1e20, 1000, 100)
 
 
 def test_average_follows_the_weights_with_that_decay() -> None:
@@ -41,7 +43,20 @@ def test_average_follows_the_weights_with_that_decay() -> None:
     assert torch.count_nonzero(model.weight) == 0
     restored = WeightAverage(torch.nn.Linear(3, 1), decay=0.9)
     restored.load_state_dict(average.state_dict())
-    assert torch.equal(restored.module.weight, average.module.weight)
+    assert torch.equal(restored.module.weight, average.module.weight) and restored.updates == 6
+    with pytest.raises(T4BenchError, match=r"decays by 0.90000000 a step, this run's by 0.80000000"):
+        WeightAverage(torch.nn.Linear(3, 1), decay=0.8).load_state_dict(average.state_dict())
+
+
+def test_batchnorm_statistics_are_averaged_and_its_counter_copied() -> None:
+    model = torch.nn.BatchNorm1d(2)
+    average = WeightAverage(model, decay=0.5)
+    average.update(model)
+    model.train()
+    model(torch.tensor([[10.0, 0.0], [30.0, 0.0]]))  # running_mean 0 -> 0.1 * 20 = 2
+    average.update(model)
+    assert average.module.running_mean.tolist() == pytest.approx([1.0, 0.0])  # halfway to 2
+    assert int(average.module.num_batches_tracked) == int(model.num_batches_tracked) == 1
 
 
 def _compose(*overrides: str):  # type: ignore[no-untyped-def]
@@ -53,6 +68,11 @@ def _compose(*overrides: str):  # type: ignore[no-untyped-def]
     ("overrides", "message"),
     [
         (["ema.half_life_epochs=-1"], "ema.half_life_epochs=-1: must be a finite number >= 0"),
+        (
+            ["max_epochs=3", "ema.half_life_epochs=4"],
+            "ema.half_life_epochs=4: longer than the run (max_epochs=3); "
+            "the average would hardly move from the first weights",
+        ),
         (
             ["model=resnet50", "framework=tensorflow", "ema.half_life_epochs=0.25"],
             "ema.half_life_epochs=0.25: only framework=pytorch has it; "
@@ -70,6 +90,12 @@ def test_preflight_refuses_in_one_line(overrides: list[str], message: str) -> No
 def test_off_by_default_and_tensorflow_accepts_off() -> None:
     assert _compose().ema.half_life_epochs == 0
     preflight.check_framework_options(_compose("model=resnet50", "framework=tensorflow"))
+
+
+def test_throughput_runs_build_no_average() -> None:
+    model = torch.nn.Linear(3, 1)
+    assert WeightAverage.from_config(_compose("ema.half_life_epochs=0.5"), model, 1000, 100) is not None
+    assert WeightAverage.from_config(_compose("ema.half_life_epochs=0.5", "input=synthetic"), model, 1000, 100) is None
 
 
 def _history(client, run, key: str) -> list[float]:  # type: ignore[no-untyped-def]

@@ -341,6 +341,18 @@ def check_framework_options(cfg: DictConfig) -> None:
             )
 
 
+def check_ema(cfg: DictConfig) -> None:
+    """A weight average whose half-life outlasts the run would hardly move from the first weights."""
+    half_life, epochs = _lookup(cfg, "ema.half_life_epochs"), _lookup(cfg, "max_epochs")
+    if _ABSENT in (half_life, epochs) or not isinstance(half_life, (int, float)) or not isinstance(epochs, int):
+        return
+    if half_life > epochs:
+        raise T4BenchError(
+            f"ema.half_life_epochs={_shown(half_life)}: longer than the run (max_epochs={epochs}); "
+            "the average would hardly move from the first weights"
+        )
+
+
 def check_eval_every(cfg: DictConfig) -> None:
     """eval_every is 1/k of an epoch for a whole k (the loop evaluates k times an epoch)."""
     value = _lookup(cfg, "eval_every")
@@ -358,6 +370,7 @@ def validate(cfg: DictConfig) -> None:
     check_rules(cfg)
     check_eval_every(cfg)
     check_framework_options(cfg)
+    check_ema(cfg)
     check_targets(cfg)
     check_hparams(cfg)
     seeding.check_deterministic(cfg)  # deterministic=true with perf.cudnn_benchmark=true

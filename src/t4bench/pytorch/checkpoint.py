@@ -207,6 +207,13 @@ def save_trainer(
 def restore_trainer(payload: Mapping[str, Any], trainer: TrainerLike) -> dict[str, Any]:
     """Load a `save_trainer` checkpoint into a freshly built trainer (every rank); returns the
     loop state, whose `epoch` is the last one completed: training continues at epoch + 1."""
+    saved_average = payload.get("average") is not None
+    if saved_average != (trainer.average is not None):
+        raise CheckpointError(
+            f"the checkpoint was saved {'with' if saved_average else 'without'} a weight average and this run "
+            f"{'averages' if trainer.average is not None else 'does not'} (ema.half_life_epochs): "
+            "resume with the run's setting or start a new run"
+        )
     loop = restore(
         payload, model=trainer.model, optimizer=trainer.optimizer, scaler=trainer.scaler, average=trainer.average
     )
