@@ -1,46 +1,60 @@
-"""A new SQLite MLflow store opened by several processes at once (t4bench.runs.store): without
-the lock, MLflow's schema creation races ("table _alembic_tmp_... already exists"); measured here
-with four bare MlflowClients started together, 11 of 12 failed."""
+"""A new SQLite MLflow store opened by several processes at once (t4bench.runs.store): without the
+lock, MLflow's schema creation races ("table _alembic_tmp_... already exists"); measured here with
+four bare MlflowClients started together, 11 of 12 failed, and this test failed with the lock
+taken out."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from t4bench.preflight.storage import MLFLOW_TABLES
+import pytest
+from conftest import REPO
+from filelock import FileLock
 
-# each process waits for the same instant, then opens the store the way a run does and makes a run
+from t4bench.errors import T4BenchError
+from t4bench.preflight.storage import MLFLOW_TABLES
+from t4bench.runs import store as store_lock
+
+# each process imports everything, says so, waits for the go file, then opens the store the way a
+# run does and makes a run: all four reach the store within milliseconds, however slow the imports
 OPEN_AND_RUN = """
 import sys, time
+from pathlib import Path
 from t4bench.tracking import RunTracker
-uri, start, name = sys.argv[1], float(sys.argv[2]), sys.argv[3]
-while time.time() < start:
+uri, go, name = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+print("ready", flush=True)
+while not go.exists():
     time.sleep(0.001)
 tracker = RunTracker(uri)
 experiment = tracker.ensure_experiment("t4bench-race")
 tracker.client.create_run(experiment, run_name=name)
-print("ok", name)
+print("ok", name, flush=True)
 """
 PROCESSES = 4
 
 
 def test_processes_opening_one_new_store_together_all_succeed(tmp_path: Path) -> None:
-    # one fresh store: without the lock, each of 3 such rounds failed here
     store = tmp_path / "mlflow.db"
-    uri = f"sqlite:///{store}"
-    start = time.time() + 8  # every interpreter has imported MLflow by then
+    uri, go = f"sqlite:///{store}", tmp_path / "go"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", OPEN_AND_RUN, uri, str(start), f"run{i}"],
+            [sys.executable, "-c", OPEN_AND_RUN, uri, str(go), f"run{i}"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env=env,
         )
         for i in range(PROCESSES)
     ]
+    for proc in procs:  # every child has imported MLflow and t4bench
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready", proc.communicate()[1][-2000:]
+    go.touch()
     results = [(*p.communicate(timeout=300), p.returncode) for p in procs]
     for out, err, code in results:
         assert code == 0, err.strip().splitlines()[-1:]
@@ -51,5 +65,19 @@ def test_processes_opening_one_new_store_together_all_succeed(tmp_path: Path) ->
     assert tables >= MLFLOW_TABLES
     assert not any(name.startswith("_alembic_tmp") for name in tables)
     assert sorted(name for (name,) in runs) == [f"run{i}" for i in range(PROCESSES)]
-    # the lock lives in the temp dir: nothing but the store (and MLflow's own files) beside it
-    assert not list(store.parent.glob("*.lock"))
+    assert store_lock.lock_path(store) == tmp_path / "mlflow.db.lock"
+
+
+def test_a_lock_held_too_long_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = tmp_path / "mlflow.db"
+    monkeypatch.setattr(store_lock, "LOCK_TIMEOUT_S", 0.2)
+    holder = FileLock(str(store_lock.lock_path(store)))
+    with holder, pytest.raises(T4BenchError) as caught:  # another process creating the store, stuck
+        started = time.monotonic()
+        store_lock.ready(f"sqlite:///{store}")
+    assert time.monotonic() - started < 5
+    assert str(caught.value) == (
+        f"tracking.uri=sqlite:///{store}: another process has held {store}.lock for 0 s while creating "
+        "the store; if none is running, delete the lock file"
+    )
+    assert not store.exists()  # nothing was created without the lock
