@@ -1,9 +1,10 @@
-"""Compare two arms of finished NCF seed runs (by MLflow sweep id) with the held-out report's own
+"""Compare two arms of finished seed runs (by MLflow sweep id) with the held-out report's own
 code (t4bench.sweep.holdout.report): used to put round 1's preset on round 3's held-out seeds
-against the same reference runs (and against round 3's tuned runs), without re-running them.
+against the same reference runs (and against round 3's tuned runs), without re-running them, and
+for the arms of scripts/gpu_arms.sh.
 
     python scripts/compare_arms.py URI TUNED_SWEEP_ID REF_SWEEP_ID \
-        SEEDS_LO SEEDS_HI LABEL OUT_DIR
+        SEEDS_LO SEEDS_HI LABEL OUT_DIR [MODEL [MAX_EPOCHS]]    # default: ncf 8
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ from t4bench.sweep.holdout import report
 
 def main() -> None:
     uri, tuned_id, ref_id, lo, hi, label, out = sys.argv[1:8]
+    model = sys.argv[8] if len(sys.argv) > 8 else "ncf"
+    # a run that did not converge enters the statistics at this many epochs (censored)
+    max_epochs = float(sys.argv[9]) if len(sys.argv) > 9 else 8.0
     seeds = list(range(int(lo), int(hi) + 1))
     client = mlflow_layout.client(uri)
-    exp = mlflow_layout.experiment_id(uri, "t4bench-ncf")
+    exp = mlflow_layout.experiment_id(uri, f"t4bench-{model}")
     arms = {}
     for arm, sweep_id in (("tuned", tuned_id), ("reference", ref_id)):
         results = sorted(
@@ -28,7 +32,7 @@ def main() -> None:
         )
         assert [r["seed"] for r in results] == seeds, (arm, sweep_id, [r["seed"] for r in results])
         arms[arm] = {"sweep_id": sweep_id, "run_id": None, "overrides": [sweep_id], "results": results}
-    rep = report.build_report("ncf", label, seeds, {"trial": label, "params": {}, "value": None}, arms, 8.0)
+    rep = report.build_report(model, label, seeds, {"trial": label, "params": {}, "value": None}, arms, max_epochs)
     Path(out).mkdir(parents=True, exist_ok=True)
     text = report.render(rep)
     (Path(out) / "validation.md").write_text(text)
