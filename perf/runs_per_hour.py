@@ -140,6 +140,8 @@ def run_rows(work: Path, model: str) -> list[dict[str, Any]]:
                 "peak_gpu_memory_gib": metrics.get("peak_gpu_memory_gib"),
                 "gpu_share": tags.get("t4bench.gpu_share", ""),
                 "mps": run_tags(client, run).get("t4bench.mps", ""),  # in the run's run_tags.json
+                "start_ms": run.info.start_time,
+                "end_ms": run.info.end_time,
             }
         )
     return sorted(rows, key=lambda r: r["seed"])
@@ -156,6 +158,9 @@ def main() -> None:
     parser.add_argument("--hw", default="h200")
     parser.add_argument("--runs", type=int, default=16, help="seeds per N (bounds each N's time)")
     parser.add_argument("--n1-runs", type=int, default=None, help="seeds for N=1 (one at a time: a rate per run)")
+    parser.add_argument(
+        "--runs-at", default="", help="seeds for some N, e.g. 2:8,4:8 (small N take longest: a rate needs fewer)"
+    )
     parser.add_argument("--n", default="1,2,4,8,12", help="runs per GPU to measure, comma-separated")
     parser.add_argument("--mps", choices=("on", "off"), default="on", help="CUDA MPS for N>1")
     parser.add_argument("--peak-gib", type=float, default=None, help="one run's GiB in use (default: N=1's NVML max)")
@@ -170,10 +175,13 @@ def main() -> None:
     work_root = (args.work_dir or Path(tempfile.mkdtemp(prefix="runs_per_hour-"))).resolve()
     peak, base_rate, base_epoch_rate, base_epochs = args.peak_gib, None, None, None
     summary, per_run = [], []
+    runs_at = {int(k): int(v) for k, v in (item.split(":") for item in args.runs_at.split(",") if item)}
+    if args.n1_runs:
+        runs_at.setdefault(1, args.n1_runs)
     for n in [int(x) for x in args.n.split(",")]:
         work = work_root / f"n{n}"
         work.mkdir(parents=True, exist_ok=True)
-        wall, max_used, utils = measured(args, n, args.n1_runs or args.runs if n == 1 else args.runs, peak, work)
+        wall, max_used, utils = measured(args, n, runs_at.get(n, args.runs), peak, work)
         rows = run_rows(work, args.model)
         if n == 1 and peak is None:  # what NVML saw in use with one run at a time (context included)
             peak = max_used
@@ -190,6 +198,8 @@ def main() -> None:
         summary.append(
             {
                 "n": n, "mps": args.mps if n > 1 else "off", "runs": len(rows), "wall_s": round(wall, 1),
+                # first run's start to last run's end: the wall less the sweep process's start and summary
+                "jobs_span_s": round((max(r["end_ms"] for r in rows) - min(r["start_ms"] for r in rows)) / 1000, 1),
                 "runs_per_hour": round(rate, 1), "speedup_vs_n1": round(rate / base_rate, 2) if base_rate else "",
                 "epochs_per_hour": round(epoch_rate, 1),
                 "epoch_speedup_vs_n1": round(epoch_rate / base_epoch_rate, 2) if base_epoch_rate else "",
