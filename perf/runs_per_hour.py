@@ -175,7 +175,10 @@ def main() -> None:
     work_root = (args.work_dir or Path(tempfile.mkdtemp(prefix="runs_per_hour-"))).resolve()
     peak, base_rate, base_epoch_rate, base_epochs = args.peak_gib, None, None, None
     summary, per_run = [], []
-    runs_at = {int(k): int(v) for k, v in (item.split(":") for item in args.runs_at.split(",") if item)}
+    try:
+        runs_at = {int(k): int(v) for k, v in (item.split(":") for item in args.runs_at.split(",") if item)}
+    except ValueError:
+        parser.error(f"--runs-at {args.runs_at!r}: expected N:RUNS pairs, e.g. 2:8,4:8")
     if args.n1_runs:
         runs_at.setdefault(1, args.n1_runs)
     for n in [int(x) for x in args.n.split(",")]:
@@ -192,6 +195,7 @@ def main() -> None:
         base_rate = base_rate or (rate if n == 1 else None)
         base_epoch_rate = base_epoch_rate or (epoch_rate if n == 1 else None)
         epochs = epochs_key(rows)
+        ends = [r["end_ms"] for r in rows if r["end_ms"] is not None]  # none: no run of this N ended
         base_epochs = base_epochs if base_epochs is not None else (epochs if n == 1 else None)
         # N=1 may have run fewer seeds (--n1-runs): compare the seeds both ran
         same = base_epochs is not None and all(epochs[s] == base_epochs[s] for s in epochs.keys() & base_epochs)
@@ -199,7 +203,7 @@ def main() -> None:
             {
                 "n": n, "mps": args.mps if n > 1 else "off", "runs": len(rows), "wall_s": round(wall, 1),
                 # first run's start to last run's end: the wall less the sweep process's start and summary
-                "jobs_span_s": round((max(r["end_ms"] for r in rows) - min(r["start_ms"] for r in rows)) / 1000, 1),
+                "jobs_span_s": round((max(ends) - min(r["start_ms"] for r in rows)) / 1000, 1) if ends else "",
                 "runs_per_hour": round(rate, 1), "speedup_vs_n1": round(rate / base_rate, 2) if base_rate else "",
                 "epochs_per_hour": round(epoch_rate, 1),
                 "epoch_speedup_vs_n1": round(epoch_rate / base_epoch_rate, 2) if base_epoch_rate else "",
