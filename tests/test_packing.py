@@ -71,10 +71,15 @@ def test_cpu_refuses_more_runs_than_cores_in_one_line_before_anything_starts(run
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="two runs at once need two cores")
 def test_a_packed_seed_sweep_runs_two_at_once_and_tags_them(run_t4bench, mlflow_client) -> None:  # type: ignore[no-untyped-def]
     # emulate.world_size rides along: one subprocess checks both features' tags
-    run_t4bench(
+    proc = run_t4bench(
         "--multirun", "model=ncf", "max_epochs=1", "progress=off", "hydra/launcher=packed",
         "hw.runs_per_gpu=2", "emulate.world_size=2", "seed=0,1",
     )  # fmt: skip
+    # each worker process holds its own copy of the callbacks: the count comes from the store
+    counted = sorted(
+        line.split(" done")[0].rsplit(" ", 1)[-1] for line in proc.stdout.splitlines() if "sweep job" in line
+    )
+    assert counted == ["1/2", "2/2"], proc.stdout
     runs = [r for r in all_runs(mlflow_client, "t4bench-ncf") if names.SEED in r.data.tags]
     assert len(runs) == 2
     for run in runs:
@@ -84,3 +89,18 @@ def test_a_packed_seed_sweep_runs_two_at_once_and_tags_them(run_t4bench, mlflow_
         assert tags[names.GLOBAL_BATCH_SIZE] == str(2 * int(compose(["model=ncf"]).model.batch_size))
     first, second = sorted(runs, key=lambda r: r.info.start_time)
     assert second.info.start_time < first.info.end_time  # they overlapped: ran at once
+
+
+def test_a_packed_sweep_ends_its_idle_workers() -> None:
+    """joblib keeps idle loky workers for minutes, each with its CUDA context, and CUDA MPS's quit
+    waits for them: the sweep's end releases them (t4bench.sweep.packed.release_workers)."""
+    import psutil
+    from joblib import Parallel, delayed
+
+    from t4bench.sweep.packed import release_workers
+
+    pids = set(Parallel(n_jobs=2, backend="loky")(delayed(os.getpid)() for _ in range(4)))
+    assert pids and os.getpid() not in pids
+    assert any(psutil.pid_exists(pid) for pid in pids)  # idle, kept for the next batch of jobs
+    release_workers()
+    assert not [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]

@@ -132,6 +132,13 @@ def close_running_children(mlflow: Any, exp_id: str, parent_id: str, status: str
     return closed
 
 
+def ended_children(mlflow: Any, exp_id: str, parent_id: str, since_ms: int) -> int:
+    """How many child runs of `parent_id` started at or after `since_ms` have ended: the sweep's
+    jobs done so far, whichever process ran them (a packed sweep's workers each see only their own)."""
+    query = f"tags.`{names.MLFLOW_PARENT_RUN_ID}` = {_quote(parent_id)} and attributes.start_time >= {since_ms}"
+    return sum(r.info.status != names.RUNNING for r in search.all_runs(mlflow, [exp_id], query))
+
+
 def create_child(
     mlflow: Any, exp_id: str, parent_id: str, sweep_id: str, role: str, run_name: str, tags: Mapping[str, str]
 ) -> str:

@@ -22,6 +22,7 @@ import json
 import math
 import os
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -153,14 +154,26 @@ class SweepSummaryCallback(Callback):
         from t4bench.sweep.talk import Pace, count_jobs
 
         self._uri = str(config.tracking.uri)
+        self._since_ms = int(time.time() * 1000)  # this attempt's jobs (a resumed sweep's earlier ones ended)
         self._pace = Pace(count_jobs(overrides, {str(k): str(v) for k, v in params.items()}))
         total = f"{self._pace.total} jobs" if self._pace.total else "jobs"
         print(f"[t4bench] sweep {self.sweep_id} ({total}): MLflow parent run {self.parent_id}", flush=True)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
-        """job i/n and the sweep's ETA from the jobs finished so far."""
-        if self.parent_id is not None and getattr(self, "_pace", None) is not None:
-            print(self._pace.job_done(), flush=True)
+        """job i/n and the sweep's ETA from the jobs finished so far: counted in the MLflow store, as
+        a packed sweep runs its jobs in worker processes that each hold their own copy of this
+        callback (every worker printed "job 1/16")."""
+        if self.parent_id is None or getattr(self, "_pace", None) is None:
+            return
+        from t4bench.sweep import mlflow_layout
+
+        try:
+            done: int | None = mlflow_layout.ended_children(
+                self._mlflow, str(self.exp_id), self.parent_id, self._since_ms
+            )
+        except Exception:  # the line is only a display: a store that does not answer falls back to a count here
+            done = None
+        print(self._pace.job_done(done=done), flush=True)
 
     def _log_fixed_params(self, config: DictConfig, overrides: list[str]) -> None:
         """The parent's params: the composed config minus the swept keys (and the seed)."""
