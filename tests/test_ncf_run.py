@@ -200,14 +200,22 @@ def test_eval_every_quarter_evaluates_four_times_an_epoch(shared_runs: conftest.
     assert run.data.metrics["epochs_run"] == converged_at
 
 
-def test_eval_every_finds_a_fractional_epochs_to_converge(shared_runs: conftest.SharedRuns) -> None:
-    """With a quarter-epoch cadence the target is seen where it is first met, not at the end of
-    that epoch: over two seeds at least one converges within an epoch (not on a whole number)."""
-    values = [
-        only_run(quarter_epoch_run(shared_runs, seed).client()).data.metrics["epochs_to_converge"] for seed in (3, 4)
-    ]
-    assert all(abs(v * 4 - round(v * 4)) < 4e-3 for v in values), values
-    assert any(abs(v - round(v)) > 0.2 for v in values), values
+def test_eval_every_stops_at_the_first_evaluation_that_meets_the_target(shared_runs: conftest.SharedRuns) -> None:
+    """With a quarter-epoch cadence epochs_to_converge is the first evaluation that meets the
+    target, on the quarter-epoch grid, and the run stops there. Whether that falls inside an epoch
+    depends on the seed's data order (seeds 3 and 4 both met it at 4.0 on 2026-12-05's CI machine),
+    so the test follows the evaluations instead of expecting a fraction."""
+    for seed in (3, 4):
+        client = quarter_epoch_run(shared_runs, seed).client()
+        run = only_run(client)
+        epochs = [p.value for p in sorted(client.get_metric_history(run.info.run_id, "epoch"), key=lambda p: p.step)]
+        history = sorted(client.get_metric_history(run.info.run_id, "eval_quality"), key=lambda p: p.step)
+        quality = [p.value for p in history]
+        first = next(i for i, q in enumerate(quality) if q >= 0.66)
+        converged_at = run.data.metrics["epochs_to_converge"]
+        assert converged_at == pytest.approx(epochs[first], abs=1e-6), (seed, epochs, quality)
+        assert abs(converged_at * 4 - round(converged_at * 4)) < 4e-3, converged_at
+        assert len(quality) == first + 1, (seed, quality)  # no evaluation after the target was met
 
 
 def test_absurd_lr_ends_diverged_in_training(run_t4bench, mlflow_client) -> None:
