@@ -41,6 +41,9 @@ def ready(uri: str) -> None:
     store = path.resolve()
     if store in _READY:
         return
+    # imported outside the lock: MLflow's first open imports it (sqlalchemy, alembic: ~1 s), and
+    # inside the lock a packed sweep's first runs started one after another, ~3 s apart
+    import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
     from mlflow.tracking import MlflowClient
 
     lock = lock_path(store)
