@@ -25,6 +25,11 @@ log = logging.getLogger(__name__)
 MPS_CONTROL = "nvidia-cuda-mps-control"
 
 
+def _packed(config: DictConfig) -> bool:
+    """Runs of this sweep share a GPU through the joblib launcher (Optuna's own workers do not)."""
+    return packing.runs_per_gpu(config) > 1 and not _is_optuna(config)
+
+
 def _is_optuna(config: DictConfig) -> bool:
     return str(OmegaConf.select(config, "hydra.sweeper._target_", default="") or "").startswith(
         "hydra_plugins.t4bench_sweeper"
@@ -71,8 +76,9 @@ def release_workers() -> None:
     """End the launcher's idle worker processes now. joblib keeps its loky workers alive for five
     minutes after the last job, each holding its CUDA context: MPS's `quit` waits for every client,
     so a packed GNMT sweep whose 16 runs took 2 minutes sat 7 more idle before it returned (and its
-    runs-per-hour read 106 instead of ~470)."""
-    from joblib.externals.loky import get_reusable_executor  # the executor Hydra's joblib launcher used
+    runs-per-hour read 106 instead of ~470). Only called after a packed sweep, whose joblib
+    launcher made the process's one reusable executor: this call returns that one."""
+    from joblib.externals.loky import get_reusable_executor
 
     get_reusable_executor().shutdown(wait=True)
 
@@ -96,7 +102,6 @@ def stop_mps() -> None:
 class PackingCallback(Callback):
     def __init__(self) -> None:
         self.started_mps = False
-        self.packed = False
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
@@ -104,7 +109,6 @@ class PackingCallback(Callback):
             if error:
                 raise T4BenchError(error)
             packing.check(config)
-            self.packed = packing.runs_per_gpu(config) > 1 and not _is_optuna(config)
             worker = int(OmegaConf.select(config, "hydra.sweeper.worker_index", default=0) or 0)
             if bool(config.hw.get("mps", False)) and worker == 0:  # Optuna workers > 0 share worker 0's
                 self.started_mps = start_mps()
@@ -118,5 +122,5 @@ class PackingCallback(Callback):
         if self.started_mps:
             stop_mps()  # releases the workers first: MPS waits for them
             self.started_mps = False
-        elif self.packed:  # idle workers would hold GPU memory for minutes after the sweep returned
+        elif _packed(config):  # idle workers would hold GPU memory for minutes after the sweep returned
             release_workers()

@@ -30,7 +30,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from t4bench import experiments, run_names
+from t4bench import experiments, packing, run_names
 from t4bench import mlflow_names as names
 from t4bench.errors import ArgumentParser, T4BenchError
 from t4bench.sweep import stats
@@ -117,6 +117,7 @@ class SweepSummaryCallback(Callback):
         self._saved_env: dict[str, str | None] = {}
         self._mlflow: Any = None
         self._finished = False
+        self._count_in_store = False
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         if not self.enabled or _is_t4bench_optuna(config):
@@ -154,16 +155,21 @@ class SweepSummaryCallback(Callback):
         from t4bench.sweep.talk import Pace, count_jobs
 
         self._uri = str(config.tracking.uri)
+        # a packed sweep's jobs end in worker processes, each with its own copy of this callback:
+        # only the store can count them; the other launchers end every job here, in order
+        self._count_in_store = packing.runs_per_gpu(config) > 1
         self._since_ms = int(time.time() * 1000)  # this attempt's jobs (a resumed sweep's earlier ones ended)
         self._pace = Pace(count_jobs(overrides, {str(k): str(v) for k, v in params.items()}))
         total = f"{self._pace.total} jobs" if self._pace.total else "jobs"
         print(f"[t4bench] sweep {self.sweep_id} ({total}): MLflow parent run {self.parent_id}", flush=True)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
-        """job i/n and the sweep's ETA from the jobs finished so far: counted in the MLflow store, as
-        a packed sweep runs its jobs in worker processes that each hold their own copy of this
-        callback (every worker printed "job 1/16")."""
+        """job i/n and the sweep's ETA from the jobs finished so far (a packed sweep's counted in the
+        store: each of its workers counted its own jobs and printed "job 1/16")."""
         if self.parent_id is None or getattr(self, "_pace", None) is None:
+            return
+        if not self._count_in_store:
+            print(self._pace.job_done(), flush=True)
             return
         from t4bench.sweep import mlflow_layout
 
