@@ -47,8 +47,9 @@ for arm in ${ARMS:?ARMS=NAME:OVERRIDES ...}; do
   leaders+=("$!")
   sleep "${ARMS_STAGGER_S:-20}"  # one sweep creates the store's tables before the next opens it
 done
-((${#leaders[@]})) && end_groups "${ARMS_BUDGET_S:-420}" "${leaders[@]}"
-wait
+((${#leaders[@]})) && end_groups "${ARMS_BUDGET_S:-420}" "${leaders[@]}" && wait "${leaders[@]}"
+# never a bare `wait`: it waited for the sampler (nvidia-smi -l runs until
+# killed), so a 500 s budget ran into the call's 600 s limit and nothing came back (2026-12-05)
 kill "$monitor" 2>/dev/null
 first=""
 for arm in $ARMS; do

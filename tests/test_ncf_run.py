@@ -6,6 +6,7 @@ import json
 import math
 import signal
 from pathlib import Path
+from typing import Any
 
 import conftest
 import pytest
@@ -173,6 +174,11 @@ def test_synthetic_mode_logs_throughput_only(run_t4bench, mlflow_client) -> None
     assert "eval_quality" not in run.data.metrics
 
 
+def metric_values(client: Any, run_id: str, key: str) -> list[float]:
+    """A metric's history in step order."""
+    return [p.value for p in sorted(client.get_metric_history(run_id, key), key=lambda p: p.step)]
+
+
 def quarter_epoch_run(shared_runs: conftest.SharedRuns, seed: int) -> conftest.SharedRun:
     """The mini to target with a quarter-epoch cadence (seed 3 is read by both tests below)."""
     return shared_runs.get("model=ncf", "hw=cpu", f"seed={seed}", "eval_every=0.25")
@@ -216,6 +222,33 @@ def test_eval_every_stops_at_the_first_evaluation_that_meets_the_target(shared_r
         assert converged_at == pytest.approx(epochs[first], abs=1e-6), (seed, epochs, quality)
         assert abs(converged_at * 4 - round(converged_at * 4)) < 4e-3, converged_at
         assert len(quality) == first + 1, (seed, quality)  # no evaluation after the target was met
+
+
+def test_eval_every_converges_inside_an_epoch_at_a_target_met_there(shared_runs: conftest.SharedRuns) -> None:
+    """A target first met inside an epoch gives a fractional epochs_to_converge, and the run stops
+    there. The target is taken from seed 3's own quarter-epoch run (the last quality record it set
+    inside an epoch), so the test does not hang on which seed happens to converge mid-epoch on the
+    machine at hand; the rerun with the same seed repeats the same evaluations up to that point."""
+    client = quarter_epoch_run(shared_runs, 3).client()
+    run = only_run(client)
+    epochs = metric_values(client, run.info.run_id, "epoch")
+    quality = metric_values(client, run.info.run_id, "eval_quality")
+    inside = [
+        i
+        for i in range(len(quality))
+        if abs(epochs[i] - round(epochs[i])) > 0.1 and all(q < quality[i] for q in quality[:i])
+    ]
+    assert inside, (epochs, quality)  # at least the first evaluation, at a quarter epoch, is a record
+    at = inside[-1]
+    target = f"model.target.hr_at_10={quality[at]!r}"
+    client = shared_runs.get("model=ncf", "hw=cpu", "seed=3", "eval_every=0.25", target).client()
+    run = only_run(client)
+    again = metric_values(client, run.info.run_id, "eval_quality")
+    assert again == quality[: at + 1], "the same seed evaluated differently: the rerun is not comparable"
+    assert run.data.tags["t4bench.outcome"] == "converged"
+    assert run.data.metrics["epochs_to_converge"] == pytest.approx(epochs[at], abs=1e-6)
+    assert run.data.metrics["epochs_to_converge"] % 1 > 0.1  # inside an epoch
+    assert run.data.metrics["epochs_run"] == pytest.approx(epochs[at], abs=1e-6)
 
 
 def test_absurd_lr_ends_diverged_in_training(run_t4bench, mlflow_client) -> None:
