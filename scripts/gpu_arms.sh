@@ -28,10 +28,19 @@ fi
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 # shellcheck source=scripts/gpu_study_common.sh
 source scripts/gpu_study_common.sh
-start_mps_and_monitor "$work/gpu_use.csv" 10
 n=$((hi - lo + 1))
+# every arm's runs share the GPU at once, but each sweep's own check counts only its n: check
+# them all together first (two arms of 12 passed alone and filled an H100 together, 2026-12-05)
+todo=0
+for arm in ${ARMS:?ARMS=NAME:OVERRIDES ...}; do [[ -f $work/${arm%%:*}.done.log ]] || todo=$((todo + 1)); done
+for arm in $ARMS; do
+  [[ -f $work/${arm%%:*}.done.log ]] && continue
+  # shellcheck disable=SC2046  # the arm's overrides: several words
+  $PY scripts/pack_check.py $((todo * n)) "${run_args[@]}" $(tr , ' ' <<<"${arm#*:}") "hw=${HW:-h200}" || exit 2
+done
+start_mps_and_monitor "$work/gpu_use.csv" 10
 leaders=()
-for arm in ${ARMS:?ARMS=NAME:OVERRIDES ...}; do
+for arm in $ARMS; do
   arm_name=${arm%%:*} overrides=${arm#*:}
   done_file=$work/$arm_name.done.log  # a .log: pack_store keeps it for the next call
   [[ -f $done_file ]] && { echo "$arm_name: finished in an earlier call"; continue; }

@@ -4,6 +4,8 @@ fit in one line, before anything starts; packed runs are tagged; emulate.world_s
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -104,3 +106,25 @@ def test_a_packed_sweep_ends_its_idle_workers() -> None:
     assert any(psutil.pid_exists(pid) for pid in pids)  # idle, kept for the next batch of jobs
     release_workers()
     assert not [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_pack_check_counts_the_runs_of_every_sweep_started_side_by_side() -> None:
+    """scripts/pack_check.py (run by scripts/gpu_arms.sh before any arm starts): two arms of 12
+    Transformer runs fit one 80 GiB GPU at the table's figure, three do not, in one line."""
+    script = Path(__file__).resolve().parents[1] / "scripts" / "pack_check.py"
+    one_run = ["model=transformer", "scale=ding", "hparams=tuned", "hw=h100"]
+
+    def check(runs: int, *extra: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, str(script), str(runs), "--total-gib", "80", *one_run, *extra]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+
+    assert check(24).returncode == 0
+    refused = check(36)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert (
+        refused.stderr.count("\n") == 1
+        and "all 36 runs at once" in refused.stderr
+        and "at most 32 fit" in refused.stderr
+    )
+    bad = check(2, "no_such_key=1")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no_such_key" in bad.stderr
