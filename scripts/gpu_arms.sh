@@ -57,8 +57,8 @@ for arm in $ARMS; do
   sleep "${ARMS_STAGGER_S:-20}"  # one sweep creates the store's tables before the next opens it
 done
 ((${#leaders[@]})) && end_groups "${ARMS_BUDGET_S:-420}" "${leaders[@]}" && wait "${leaders[@]}"
-# never a bare `wait`: it waited for the sampler (nvidia-smi -l runs until
-# killed), so a 500 s budget ran into the call's 600 s limit and nothing came back (2026-12-05)
+# never a bare `wait`: it waited for the sampler (nvidia-smi -l runs until killed), so a 500 s
+# budget ran into the call's 600 s limit and nothing came back (2026-12-05)
 kill "$monitor" 2>/dev/null
 first=""
 for arm in $ARMS; do

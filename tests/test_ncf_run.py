@@ -214,9 +214,8 @@ def test_eval_every_stops_at_the_first_evaluation_that_meets_the_target(shared_r
     for seed in (3, 4):
         client = quarter_epoch_run(shared_runs, seed).client()
         run = only_run(client)
-        epochs = [p.value for p in sorted(client.get_metric_history(run.info.run_id, "epoch"), key=lambda p: p.step)]
-        history = sorted(client.get_metric_history(run.info.run_id, "eval_quality"), key=lambda p: p.step)
-        quality = [p.value for p in history]
+        epochs = metric_values(client, run.info.run_id, "epoch")
+        quality = metric_values(client, run.info.run_id, "eval_quality")
         first = next(i for i, q in enumerate(quality) if q >= 0.66)
         converged_at = run.data.metrics["epochs_to_converge"]
         assert converged_at == pytest.approx(epochs[first], abs=1e-6), (seed, epochs, quality)
