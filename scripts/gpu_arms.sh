@@ -38,6 +38,8 @@ for arm in $ARMS; do
   # shellcheck disable=SC2046  # the arm's overrides: several words
   $PY scripts/pack_check.py $((todo * n)) "${run_args[@]}" $(tr , ' ' <<<"${arm#*:}") "hw=${HW:-h200}" || exit 2
 done
+# and each run's allocator capped at its share of all of them (a sweep alone would take 0.9 / n)
+fraction=$(awk -v runs=$((todo * n)) 'BEGIN { printf "%.4f", 0.9 / runs }')
 start_mps_and_monitor "$work/gpu_use.csv" 10
 leaders=()
 for arm in $ARMS; do
@@ -51,7 +53,7 @@ for arm in $ARMS; do
   setsid bash -c '"$@" >"$0.log" 2>&1 && echo finished >"$0.done.log"' "$work/$arm_name" \
     $PY -m t4bench --multirun "${run_args[@]}" $(tr , ' ' <<<"$overrides") "hw=${HW:-h200}" progress=off \
     "seed=range($lo,$((hi + 1)))" hydra/launcher=packed "hw.runs_per_gpu=$n" "hw.mps=${ARMS_MPS:-true}" \
-    "hw.loader_workers=${LOADER_WORKERS:-0}" "tracking.uri=sqlite:///$work/mlflow.db" \
+    "hw.gpu_memory_fraction=$fraction" "hw.loader_workers=${LOADER_WORKERS:-0}" "tracking.uri=sqlite:///$work/mlflow.db" \
     "tracking.sweep_id=${name}_$arm_name" "hydra.sweep.dir=$work/sweep/$arm_name" &
   leaders+=("$!")
   sleep "${ARMS_STAGGER_S:-20}"  # one sweep creates the store's tables before the next opens it

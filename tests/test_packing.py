@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import all_runs, compose
+from omegaconf import open_dict
 
 from t4bench import hardware, packing
 from t4bench import mlflow_names as names
@@ -91,6 +92,25 @@ def test_a_packed_seed_sweep_runs_two_at_once_and_tags_them(run_t4bench, mlflow_
         assert tags[names.GLOBAL_BATCH_SIZE] == str(2 * int(compose(["model=ncf"]).model.batch_size))
     first, second = sorted(runs, key=lambda r: r.info.start_time)
     assert second.info.start_time < first.info.end_time  # they overlapped: ran at once
+
+
+def test_a_packed_run_caps_its_allocator_at_its_share_of_the_gpu() -> None:
+    """t4bench.packing.memory_fraction, which the PyTorch rank passes to
+    torch.cuda.set_per_process_memory_fraction on CUDA: none alone, (1 - pack_margin) / N packed,
+    hw.gpu_memory_fraction when given (several packed sweeps on one GPU), a bad value in one line."""
+    cfg = compose(["model=transformer", "scale=ding", "hw=h100"])
+    assert packing.memory_fraction(cfg) is None
+    with open_dict(cfg):
+        cfg.tracking.tags[names.GPU_SHARE] = "24"
+        assert packing.memory_fraction(cfg) == pytest.approx(0.9 / 24)
+        cfg.hw.pack_margin = 0.2
+        assert packing.memory_fraction(cfg) == pytest.approx(0.8 / 24)
+        cfg.hw.gpu_memory_fraction = 0.03
+        assert packing.memory_fraction(cfg) == pytest.approx(0.03)
+        cfg.hw.gpu_memory_fraction = 1.5
+        with pytest.raises(T4BenchError, match=r"^hw.gpu_memory_fraction=1.5: give a share") as err:
+            packing.memory_fraction(cfg)
+        assert "\n" not in str(err.value)
 
 
 def test_a_packed_sweep_ends_its_idle_workers() -> None:

@@ -48,6 +48,9 @@ GPU_PREFIX = "t4bench.gpu."
 #: runs of the sweep at once on one GPU (hw.runs_per_gpu in a --multirun; 1: alone). Shared runs'
 #: epochs count, their seconds do not: keep >1 out of speed and time-to-train comparisons
 GPU_SHARE = "t4bench.gpu_share"
+#: the share of the GPU's memory the run's caching allocator could hold (packing.memory_fraction);
+#: absent when uncapped
+GPU_MEMORY_FRACTION = "t4bench.gpu_memory_fraction"
 #: "on" when the sweep ran its runs under CUDA MPS (hw.mps=true), else "off"
 MPS = "t4bench.mps"
 #: the hydra/launcher of the --multirun the run was a job of (basic, packed, submitit_slurm,

@@ -94,6 +94,24 @@ def check(cfg: DictConfig, totals_gib: Sequence[float] | None = None) -> None:
         raise T4BenchError(error)
 
 
+def memory_fraction(cfg: DictConfig) -> float | None:
+    """The share of the GPU's memory this run's caching allocator may hold: `hw.gpu_memory_fraction`
+    when given, else (1 - hw.pack_margin) / N for a run packed N to a GPU, else None (no cap).
+    Without a cap packed runs' allocators keep what the GPU lets them: 24 Transformer ding runs,
+    2.2 GiB each alone, filled an 80 GiB H100 and cuDNN's attention failed in 23 (2026-12-05).
+    With one, a run at its share frees its cache before it asks the GPU for more."""
+    given = cfg.hw.get("gpu_memory_fraction")
+    if given is not None:
+        value = float(given)
+        if not 0.0 < value <= 1.0:
+            raise T4BenchError(f"hw.gpu_memory_fraction={given}: give a share of the GPU's memory in (0, 1]")
+        return value
+    share = int(str(cfg.tracking.tags.get(names.GPU_SHARE, "1") or "1"))
+    if share <= 1:
+        return None
+    return (1.0 - float(cfg.hw.get("pack_margin", 0.1))) / share
+
+
 def gpu_count() -> int:
     """GPUs this process may use (NVML narrowed by CUDA_VISIBLE_DEVICES); 1 on a CPU-only host."""
     found, _ = hardware.nvml_gpu_names()
@@ -127,6 +145,9 @@ def apply(cfg: DictConfig, multirun: bool) -> None:
     with open_dict(cfg):
         cfg.tracking.tags[names.GPU_SHARE] = str(share)
         cfg.tracking.tags[names.MPS] = mps
+        fraction = memory_fraction(cfg)  # checked on every hw: a bad value is refused on a CPU too
+        if fraction is not None and str(cfg.hw.name) != "cpu":
+            cfg.tracking.tags[names.GPU_MEMORY_FRACTION] = f"{fraction:.4f}"
         if (
             share > 1
             and str(cfg.hw.name) == "cpu"

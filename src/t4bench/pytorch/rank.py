@@ -12,7 +12,7 @@ import torch
 from omegaconf import DictConfig
 
 from t4bench import mlflow_names as names
-from t4bench import seeding
+from t4bench import packing, seeding
 from t4bench.benchmark import Benchmark
 from t4bench.errors import T4BenchError
 from t4bench.frameworks import RunServices
@@ -64,6 +64,9 @@ class TorchRank:
         if env.threads is not None:
             torch.set_num_threads(env.threads)
         self.ctx = run_context(cfg, env, device_for(env))
+        fraction = packing.memory_fraction(cfg)
+        if fraction is not None and self.ctx.device.type == "cuda":  # packed: its share of the GPU, no more
+            torch.cuda.set_per_process_memory_fraction(fraction, self.ctx.device)
         # before the benchmark builds anything; set on or off for every run (process-wide switches)
         compiled = bool(seeding.perf_option(cfg, "compile"))
         determinism.apply(seeding.deterministic(cfg), compiled=compiled)
