@@ -30,7 +30,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from t4bench import experiments, packing, run_names
+from t4bench import experiments, run_names
 from t4bench import mlflow_names as names
 from t4bench.errors import ArgumentParser, T4BenchError
 from t4bench.sweep import stats
@@ -155,17 +155,18 @@ class SweepSummaryCallback(Callback):
         from t4bench.sweep.talk import Pace, count_jobs
 
         self._uri = str(config.tracking.uri)
-        # a packed sweep's jobs end in worker processes, each with its own copy of this callback:
-        # only the store can count them; the other launchers end every job here, in order
-        self._count_in_store = packing.runs_per_gpu(config) > 1
+        # only the basic launcher ends every job here, in order; the others' jobs end in worker
+        # processes (packed) or Slurm jobs, each with its own copy of this callback: the store counts
+        launcher = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
+        self._count_in_store = not launcher.endswith("BasicLauncher")
         self._since_ms = int(time.time() * 1000)  # this attempt's jobs (a resumed sweep's earlier ones ended)
         self._pace = Pace(count_jobs(overrides, {str(k): str(v) for k, v in params.items()}))
         total = f"{self._pace.total} jobs" if self._pace.total else "jobs"
         print(f"[t4bench] sweep {self.sweep_id} ({total}): MLflow parent run {self.parent_id}", flush=True)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
-        """job i/n and the sweep's ETA from the jobs finished so far (a packed sweep's counted in the
-        store: each of its workers counted its own jobs and printed "job 1/16")."""
+        """job i/n and the sweep's ETA from the jobs finished so far (counted in the store unless
+        the jobs run in this process: each packed worker counted its own and printed "job 1/16")."""
         if self.parent_id is None or getattr(self, "_pace", None) is None:
             return
         if not self._count_in_store:
