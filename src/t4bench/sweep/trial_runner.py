@@ -113,10 +113,16 @@ class TrialRunner:
 
         trial_run = None
         self.resumable = {}
-        if self.runs is not None:
-            retry_of = trial.user_attrs.get(liveness.RETRY_ATTR)
-            self.resumable = self.runs.interrupted_seed_runs(self.study, retry_of)
-            trial_run = self.runs.start_trial(trial, self.seeds, retry_of)
+        try:  # the MLflow bookkeeping takes seconds on a busy host: a SIGTERM in it left the trial RUNNING
+            if self.runs is not None:
+                retry_of = trial.user_attrs.get(liveness.RETRY_ATTR)
+                self.resumable = self.runs.interrupted_seed_runs(self.study, retry_of)
+                trial_run = self.runs.start_trial(trial, self.seeds, retry_of)
+        except Exception:
+            raise
+        except BaseException:
+            self._interrupted(trial, trial_run)
+            raise
         log.info("trial %d: %s on seeds %s", trial.number, trial.params, self.seeds)
         try:
             with liveness.Heartbeat(trial, self.heartbeat_interval):
@@ -127,11 +133,8 @@ class TrialRunner:
             self.study.tell(trial, state=TrialState.FAIL)
             self._end(trial_run, names.FAILED, "FAIL")
             return "FAIL"
-        except BaseException:  # SIGTERM / Ctrl-C: fail it, queue it again, stop the sweep
-            trial.set_user_attr(liveness.FAILED_ATTR, "interrupted")
-            frozen = self.study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
-            liveness.requeue(self.study, frozen, "interrupted")
-            self._end(trial_run, names.KILLED, "FAIL")
+        except BaseException:
+            self._interrupted(trial, trial_run)
             raise
         trial.set_user_attr("seed_outcomes", [str(r.get("outcome")) for r in results])
         trial.set_user_attr("seed_run_ids", [str(r.get("run_id", "")) for r in results])
@@ -174,6 +177,16 @@ class TrialRunner:
     ) -> None:
         if self.runs is not None and run_id is not None:
             self.runs.log_trial(run_id, results, value, per_seed)
+
+    def _interrupted(self, trial: Any, trial_run: str | None) -> None:
+        """SIGTERM / Ctrl-C: fail the trial, queue its parameters again (the caller re-raises: the
+        sweep stops)."""
+        from optuna.trial import TrialState
+
+        trial.set_user_attr(liveness.FAILED_ATTR, "interrupted")
+        frozen = self.study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+        liveness.requeue(self.study, frozen, "interrupted")
+        self._end(trial_run, names.KILLED, "FAIL")
 
     def _end(self, run_id: str | None, status: str, state: str) -> None:
         if self.runs is not None:
