@@ -42,6 +42,16 @@ fi
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.device_count(), 'GPU(s)')"
 nvidia-smi --query-gpu=name,driver_version,power.draw,temperature.gpu,clocks.sm --format=csv,noheader || true
+# HW for the scripts (they default to h200): the profile of the card that came, when not given.
+# A call for the H200 may get an H100, and hw=h200 then refuses every run in one line (a wasted
+# call, 2026-12-05 twice); a card without a profile leaves HW unset (the scripts' h200 refuses).
+if [[ -z ${HW:-} ]]; then
+  case $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1) in
+    *H200*) export HW=h200 ;;
+    *H100*) export HW=h100 ;;
+  esac
+  echo "HW=${HW:-unset} (from the GPU's name)"
+fi
 
 status=0
 background=()
