@@ -85,6 +85,21 @@ def test_auto_resolves_with_its_overrides_on_top() -> None:
     assert hardware.resolve_profile(profile("auto"), hardware.Found(("NVIDIA H200",), "nvml")).precision == "bf16"
 
 
+def test_auto_keeps_the_run_keys_given_on_the_command_line() -> None:
+    # a packed sweep under hw=auto: the picked profile is loaded from its files, and the sweep's
+    # hw.* run keys must still reach the run (they were dropped: runs_per_gpu=1, no cap, 2026-12-05)
+    auto = profile("auto", runs_per_gpu=12, mps=True, gpu_memory_fraction=0.0375)
+    auto.peak_memory_gib.gnmt_ding = 5.5
+    picked = hardware.resolve_profile(auto, hardware.Found(("NVIDIA H100 80GB HBM3",), "nvml"))
+    assert picked.name == "h100" and picked.requested == "auto"
+    assert (picked.runs_per_gpu, picked.mps, picked.gpu_memory_fraction) == (12, True, 0.0375)
+    assert picked.peak_memory_gib.gnmt_ding == 5.5
+    # keys left at the run block's defaults keep the picked profile's own values
+    untouched = hardware.resolve_profile(profile("auto"), hardware.Found(("NVIDIA H100 80GB HBM3",), "nvml"))
+    assert untouched.peak_memory_gib == hardware.load_profile("h100").peak_memory_gib
+    assert (untouched.runs_per_gpu, untouched.gpu_memory_fraction) == (1, None)
+
+
 def test_this_host_detects_as_cpu_profile() -> None:
     found = hardware.detect()
     if found.gpus:

@@ -179,8 +179,29 @@ def resolve_profile(hw: DictConfig, found: Found) -> DictConfig:
         value = chosen.get(key)
         if value is not None:
             picked[key] = value
+    # the run block's keys that this composition changed (hw=auto hw.runs_per_gpu=12
+    # hw.gpu_memory_fraction=0.0375 ...): the picked profile was loaded from its files and would
+    # otherwise drop them (runs logged runs_per_gpu=1 and capped at another share, 2026-12-05)
+    for key, value in _changed_run_keys(chosen).items():
+        OmegaConf.update(picked, key, value, merge=False)
     picked["requested"] = "auto"
     return picked
+
+
+def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(node, dict):
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            out.update(_leaves(value, f"{prefix}{key}."))
+        return out
+    return {prefix[:-1]: node}
+
+
+def _changed_run_keys(chosen: DictConfig) -> dict[str, Any]:
+    """Dotted keys of conf/hw/run/default.yaml whose value in `chosen` differs from that file's."""
+    defaults = _leaves(OmegaConf.to_container(OmegaConf.load(PROFILE_DIR / "run" / "default.yaml")))
+    given = _leaves(OmegaConf.to_container(chosen, resolve=True))
+    return {key: given[key] for key, default in defaults.items() if key in given and given[key] != default}
 
 
 def check(hw: DictConfig, found: Found, local_ranks: int) -> Check:
