@@ -26,6 +26,8 @@ from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
 
 PROFILE_DIR = Path(__file__).resolve().parents[2] / "conf" / "hw"
+#: the run block every profile gets (count, strict, threads, telemetry, runs_per_gpu, ...)
+RUN_BLOCK = PROFILE_DIR / "run" / "default.yaml"
 #: keys of conf/hw/auto.yaml that, when not null, override the detected profile's values
 _AUTO_OVERRIDES = ("count", "precision", "strict", "loader_workers", "threads", "telemetry")
 
@@ -136,7 +138,7 @@ def load_profile(name: str) -> DictConfig:
     if not path.exists():
         raise T4BenchError(f"hw={name}: no profile {path}")
     # as config.yaml composes it: the shared run block (count, strict, threads, telemetry) under the profile
-    profile = OmegaConf.merge(OmegaConf.load(PROFILE_DIR / "run" / "default.yaml"), OmegaConf.load(path))
+    profile = OmegaConf.merge(OmegaConf.load(RUN_BLOCK), OmegaConf.load(path))
     assert isinstance(profile, DictConfig)
     return profile
 
@@ -199,7 +201,7 @@ def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:
 
 def _changed_run_keys(chosen: DictConfig) -> dict[str, Any]:
     """Dotted keys of conf/hw/run/default.yaml whose value in `chosen` differs from that file's."""
-    defaults = _leaves(OmegaConf.to_container(OmegaConf.load(PROFILE_DIR / "run" / "default.yaml")))
+    defaults = _leaves(OmegaConf.to_container(OmegaConf.load(RUN_BLOCK)))
     given = _leaves(OmegaConf.to_container(chosen, resolve=True))
     return {key: given[key] for key, default in defaults.items() if key in given and given[key] != default}
 
