@@ -216,6 +216,9 @@ def main() -> None:
         )  # fmt: skip
         per_run += [{"n": n, **r} for r in rows]
         print(", ".join(f"{k}={v}" for k, v in summary[-1].items() if k != "epochs_per_seed"), flush=True)
+    # rows by N, whatever order --n ran them in (a long N last, so a cut-off call loses the least)
+    summary.sort(key=lambda r: r["n"])
+    per_run.sort(key=lambda r: (r["n"], r["seed"]))
     for path, rows in ((out, summary), (runs_out, per_run)):
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w", newline="") as f:
