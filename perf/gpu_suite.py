@@ -41,6 +41,7 @@ from harness_overhead import (
     BareLoop,
     add_run_args,
     check_run_args,
+    reset_peak_memory,
     run_context,
     synchronize,
     synthetic_config,
@@ -116,8 +117,7 @@ def bare_eager(cfg, ctx) -> dict[str, float]:
     """throughput (units/s), loss (mean of the timed steps), units_per_step, gflop_per_step and
     peak_gib (allocated, over build and timed steps, as t4bench's peak_gpu_memory_gib covers its
     run) of a bare eager loop (`BareLoop`), in this process."""
-    if ctx.device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(ctx.device)
+    reset_peak_memory(ctx.device)
     loop = BareLoop(cfg, ctx)
     loss_sum = torch.zeros((), device=ctx.device, dtype=torch.float64)
 

@@ -127,6 +127,16 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def reset_peak_memory(device: torch.device) -> None:
+    """Start the peak-memory count on `device` (a no-op on the CPU). CUDA is set up first: in a
+    process that has not touched it yet (a fresh --bare-worker, profile_step's first path),
+    reset_peak_memory_stats does not, and on an H100 (2026-12-05) every bare loop of the suite failed
+    there with "RuntimeError: Invalid device argument" (no caching allocator for the device yet)."""
+    if device.type == "cuda":
+        torch.cuda.init()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
 def plain_backends(device: torch.device) -> None:
     """The process-wide switches `perf=default` sets (t4bench.pytorch.perf.PerfOptions.context):
     TF32 off for matmul and cuDNN, cuDNN autotune off, the attention backends as torch chose. Set

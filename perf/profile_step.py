@@ -34,7 +34,15 @@ from typing import Any
 
 import torch
 from gpu_suite import MODELS, column_overrides, perf_override
-from harness_overhead import BareLoop, add_run_args, check_run_args, run_context, synchronize, synthetic_config
+from harness_overhead import (
+    BareLoop,
+    add_run_args,
+    check_run_args,
+    reset_peak_memory,
+    run_context,
+    synchronize,
+    synthetic_config,
+)
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
@@ -161,8 +169,7 @@ def summarize(prof: Any, steps: int, wall_s: float, device: torch.device) -> dic
 
 def profile_path(model: str, path: str, args: argparse.Namespace, out: Path) -> Profile:
     device = torch.device(args.device)
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
+    reset_peak_memory(device)
     run, parts, perf = build(model, path, args, out)
     run(args.warmup)
     synchronize(device)

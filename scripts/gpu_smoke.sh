@@ -4,7 +4,10 @@
 #   NCF mini to its target; GNMT and Transformer scale=ding to their targets; ResNet-50, SSD and
 #   Mask R-CNN mini for a few epochs, and each of those three with input=synthetic (throughput).
 # On the GPU machine, through scripts/gpu_session.sh (which installs the carried wheels and data):
-#   GIT_COMMIT=$(git rev-parse HEAD) bash scripts/gpu_session.sh scripts/gpu_smoke.sh
+#   GIT_COMMIT=<hash> bash scripts/gpu_session.sh scripts/gpu_smoke.sh
+# Write the hash out (`git rev-parse HEAD` here, pasted): the command runs on the GPU machine, whose
+# copy of .git can be older than the tree it was sent (2026-12-05: it named the session's first
+# commit). Without GIT_COMMIT the CSV says HEAD, with "+changed" when src/ or conf/ differ from it.
 # CSV columns: case, model, command, exit, outcome, epochs, time_to_train_s, throughput,
 # throughput_unit, peak_gpu_memory_gib, wall_s, runs_on_gpu (1: alone), gpu, git_commit. Written to $SMOKE_CSV (default
 # $RESULTS/gpu_smoke.csv); commit it as perf/results/gpu_smoke_<gpu>.csv. CASES picks cases.
@@ -18,6 +21,7 @@ work=${OUT:-/tmp/t4bench_smoke}/smoke
 mkdir -p "$work"
 csv=${SMOKE_CSV:-${RESULTS:-$work}/gpu_smoke.csv}
 commit=${GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
+[[ -z ${GIT_COMMIT:-} ]] && ! git diff --quiet HEAD -- src conf 2>/dev/null && commit+="+changed"
 export MLFLOW_TRACKING_URI="sqlite:///$work/mlflow.db"
 declare -A args=(
   [ncf]="model=ncf"
