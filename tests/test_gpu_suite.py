@@ -196,3 +196,15 @@ def test_bare_worker_process_matches_the_t4bench_run(tmp_path: Path) -> None:
     assert row.notes == "" and row.bare_eager > 0 and row.t4bench_same > 0
     assert math.isfinite(row.bare_loss) and row.bare_loss == row.same_loss
     assert row.units_per_step == 2 and row.gflop_per_step > 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_bare_worker_sets_cuda_up_in_its_fresh_process() -> None:
+    """On a GPU the bare worker's process starts with CUDA untouched: its first call, the peak-memory
+    reset, must set CUDA up itself (every bare loop of the 2026-12-05 H100 suite failed there with
+    'Invalid device argument'). On the CPU the same worker runs in the test above."""
+    tiny = ["--device", "cuda", "--models", "ncf", "--batch", "64", "--steps", "2", "--warmup", "1"]
+    args = gpu_suite.parse_args(tiny)
+    notes: list[str] = []
+    result = gpu_suite.bare_run("ncf", [*gpu_suite.column_overrides("ncf", args), "perf=default"], notes)
+    assert notes == [] and result["throughput"] > 0 and result["peak_gib"] > 0
