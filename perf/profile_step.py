@@ -32,17 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import harness_overhead
 import torch
 from gpu_suite import MODELS, column_overrides, perf_override
-from harness_overhead import (
-    BareLoop,
-    add_run_args,
-    check_run_args,
-    reset_peak_memory,
-    run_context,
-    synchronize,
-    synthetic_config,
-)
+from harness_overhead import BareLoop, add_run_args, check_run_args, run_context, synchronize, synthetic_config
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
@@ -169,7 +162,7 @@ def summarize(prof: Any, steps: int, wall_s: float, device: torch.device) -> dic
 
 def profile_path(model: str, path: str, args: argparse.Namespace, out: Path) -> Profile:
     device = torch.device(args.device)
-    reset_peak_memory(device)
+    harness_overhead.reset_peak_memory(device)
     run, parts, perf = build(model, path, args, out)
     run(args.warmup)
     synchronize(device)
