@@ -44,13 +44,12 @@ python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.i
 nvidia-smi --query-gpu=name,driver_version,power.draw,temperature.gpu,clocks.sm --format=csv,noheader || true
 # HW for the scripts (they default to h200): the profile of the card that came, when not given.
 # A call for the H200 may get an H100, and hw=h200 then refuses every run in one line (a wasted
-# call, 2026-12-05 twice); a card without a profile leaves HW unset (the scripts' h200 refuses).
+# call, 2026-12-05 twice). The pick is hw=auto's own (conf/hw/*.yaml nvml_name against NVML's GPU
+# 0); a card without a profile, or no GPU, leaves HW unset (the scripts' h200 refuses).
 if [[ -z ${HW:-} ]]; then
-  case $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1) in
-    *H200*) export HW=h200 ;;
-    *H100*) export HW=h100 ;;
-  esac
-  echo "HW=${HW:-unset} (from the GPU's name)"
+  picked=$(python3 -c "from t4bench import hardware; print(hardware.profile_for(hardware.detect()))" 2>/dev/null)
+  [[ -n $picked && $picked != cpu ]] && export HW=$picked
+  echo "HW=${HW:-unset} (hw=auto's pick for this GPU)"
 fi
 
 status=0
