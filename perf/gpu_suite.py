@@ -10,8 +10,9 @@ Per model, each column is a fresh process with the GPU to itself, given the same
 `gpu_suite.py --bare-worker` (bare: `harness_overhead.BareLoop`, the same seed, model, generated batch,
 loss, optimizer, LR schedule, precision and backend switches, stepped as zero_grad / forward /
 backward / step, nothing else; plus FlopCounterMode over one step), `--repeats` times, alternating
-which of the two goes first; then `... perf=<best>` once. Throughput and train_loss of the t4bench
-runs come back from MLflow, the bare worker's as one JSON line. Each column also gets its peak GPU
+which of the two goes first; then `... perf=<best>` once, unless that profile sets no option for
+the model (a third sample of the same settings is no best column). Throughput and train_loss of the
+t4bench runs come back from MLflow, the bare worker's as one JSON line. Each column also gets its peak GPU
 memory (max_memory_allocated, GiB). Figures are the medians over the repeats; the per-repeat
 same/bare ratios are in `ratio_each`. The bf16 matrix-product peak is measured once (8192^3,
 random operands, median). A figure whose run ended with a non-finite loss is written as NaN, never
@@ -48,9 +49,11 @@ from harness_overhead import (
     t4bench_metrics,
     timed,
 )
+from suite_table import UNSET, markdown
 from torch.utils.flop_counter import FlopCounterMode
 
 from t4bench.benchmark import benchmark_class
+from t4bench.pytorch.perf import PerfOptions
 
 MODELS = ("resnet50", "ssd", "maskrcnn", "gnmt", "ncf", "transformer")
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -211,6 +214,13 @@ def column_overrides(model: str, args: argparse.Namespace) -> list[str]:
     return overrides + args.overrides
 
 
+def best_sets_options(cfg, overrides: list[str], best: str, out: Path) -> bool:
+    """Whether `perf=<best>` gives the model other perf options than `perf=default` does."""
+    chosen = synthetic_config([*overrides, perf_override(cfg, best)], out)
+    plain = synthetic_config([*overrides, perf_override(cfg, "default")], out)
+    return PerfOptions.from_config(chosen) != PerfOptions.from_config(plain)
+
+
 def median_or_nan(values: list[float]) -> float:
     """The median of the repeats, NaN if any of them is not finite (a failed or diverged run)."""
     return statistics.median(values) if all(math.isfinite(v) for v in values) else math.nan
@@ -241,7 +251,13 @@ def measure(model: str, args: argparse.Namespace, out: Path, peak: float, gpu: s
             else:
                 bare_runs.append(bare_run(model, plain, notes))
     best = {"avg_throughput": math.nan, "train_loss": math.nan}
-    if args.best != "none":
+    best_perf = args.best
+    if args.best != "none" and not best_sets_options(cfg, overrides, args.best, out):
+        # the profile leaves this model at perf=default: a "best" run would be a third sample of
+        # the same settings, read as a speed-up (or a slow-down) that is only the run-to-run spread
+        notes.append(f"perf={args.best} sets no option for {model}: no best column")
+        best_perf = f"{args.best} {UNSET}"
+    elif args.best != "none":
         best = harness_run(model, [*overrides, perf_override(cfg, args.best)], out, notes)
     same_loss = [run["train_loss"] for run in same_runs]
     bare_loss = [run["loss"] for run in bare_runs]
@@ -257,7 +273,7 @@ def measure(model: str, args: argparse.Namespace, out: Path, peak: float, gpu: s
         bare_eager=bare,
         t4bench_same=same,
         t4bench_best=finite_or_nan(best["avg_throughput"], best["train_loss"]),
-        best_perf=args.best,
+        best_perf=best_perf,
         bare_loss=median_or_nan(bare_loss),
         same_loss=median_or_nan(same_loss),
         best_loss=best["train_loss"],
@@ -340,8 +356,6 @@ def main(argv: list[str]) -> None:
             rows.append(measure(model, args, out, peak, gpu))
             write_csv(rows, path)  # after every model: a run cut short keeps the rows it finished
     print(f"wrote {path}")
-    from suite_table import markdown
-
     print(markdown(path))
 
 

@@ -13,6 +13,9 @@ import math
 import sys
 from pathlib import Path
 
+#: gpu_suite's best_perf mark for a profile that sets no option for the model (best column not run)
+UNSET = "(sets nothing)"
+
 
 def _rate(value: str, loss: str) -> str:
     number = float(value)
@@ -24,6 +27,8 @@ def _rate(value: str, loss: str) -> str:
 def _best(row: dict[str, str]) -> str:
     if row["best_perf"] == "none":  # --best none: no best column was run
         return "not run"
+    if row["best_perf"].endswith(UNSET):  # the profile leaves the model at perf=default
+        return f"not run (perf={row['best_perf'].split()[0]} sets nothing)"
     return f"{_rate(row['t4bench_best'], row['best_loss'])} (perf={row['best_perf']})"
 
 
