@@ -214,11 +214,11 @@ def column_overrides(model: str, args: argparse.Namespace) -> list[str]:
     return overrides + args.overrides
 
 
-def best_sets_options(cfg, overrides: list[str], best: str, out: Path) -> bool:
-    """Whether `perf=<best>` gives the model other perf options than `perf=default` does."""
-    chosen = synthetic_config([*overrides, perf_override(cfg, best)], out)
-    plain = synthetic_config([*overrides, perf_override(cfg, "default")], out)
-    return PerfOptions.from_config(chosen) != PerfOptions.from_config(plain)
+def perf_differs(plain: list[str], chosen: list[str], out: Path) -> bool:
+    """Whether two columns' overrides give the model different perf options."""
+    return PerfOptions.from_config(synthetic_config(chosen, out)) != PerfOptions.from_config(
+        synthetic_config(plain, out)
+    )
 
 
 def median_or_nan(values: list[float]) -> float:
@@ -252,13 +252,15 @@ def measure(model: str, args: argparse.Namespace, out: Path, peak: float, gpu: s
                 bare_runs.append(bare_run(model, plain, notes))
     best = {"avg_throughput": math.nan, "train_loss": math.nan}
     best_perf = args.best
-    if args.best != "none" and not best_sets_options(cfg, overrides, args.best, out):
-        # the profile leaves this model at perf=default: a "best" run would be a third sample of
-        # the same settings, read as a speed-up (or a slow-down) that is only the run-to-run spread
-        notes.append(f"perf={args.best} sets no option for {model}: no best column")
-        best_perf = f"{args.best} {UNSET}"
-    elif args.best != "none":
-        best = harness_run(model, [*overrides, perf_override(cfg, args.best)], out, notes)
+    if args.best != "none":
+        chosen = [*overrides, perf_override(cfg, args.best)]
+        if perf_differs(plain, chosen, out):
+            best = harness_run(model, chosen, out, notes)
+        else:
+            # the profile leaves this model at perf=default: a "best" run would be a third sample
+            # of the same settings, read as a speed-up (or slow-down) that is only the spread
+            notes.append(f"perf={args.best} sets no option for {model}: no best column")
+            best_perf = f"{args.best} {UNSET}"
     same_loss = [run["train_loss"] for run in same_runs]
     bare_loss = [run["loss"] for run in bare_runs]
     bare = median_figure([run["throughput"] for run in bare_runs], bare_loss)

@@ -189,15 +189,18 @@ def test_bare_and_same_columns_get_one_config(tmp_path: Path) -> None:
 def test_best_column_runs_only_where_the_profile_sets_options(tmp_path: Path) -> None:
     """conf/perf/h200.yaml sets options for NCF and none for SSD: SSD's "best" at perf=h200 would
     rerun perf=default (on 2026-12-06 such a rerun read 1.07x for Mask R-CNN: the spread, not a
-    speed-up), so the suite marks it unset instead of running it; a command-line option counts."""
+    speed-up), so the suite marks it unset instead of running it. A command-line perf option is in
+    every column's overrides, so it makes no difference between them."""
     args = gpu_suite.parse_args(["--device", "cpu", "--models", "ssd", "ncf"])
-    for model, expected in (("ssd", False), ("ncf", True)):
-        overrides = gpu_suite.column_overrides(model, args)
+    for model, extra, expected in (
+        ("ssd", [], False),
+        ("ncf", [], True),
+        ("ssd", ["perf.cudnn_benchmark=true"], False),
+    ):
+        overrides = [*gpu_suite.column_overrides(model, args), *extra]
         cfg = harness.synthetic_config(overrides, tmp_path)
-        assert gpu_suite.best_sets_options(cfg, overrides, "h200", tmp_path) is expected
-    overrides = [*gpu_suite.column_overrides("ssd", args), "perf.cudnn_benchmark=true"]
-    cfg = harness.synthetic_config(overrides, tmp_path)
-    assert gpu_suite.best_sets_options(cfg, overrides, "h200", tmp_path) is False  # both sides get it
+        plain, chosen = ([*overrides, gpu_suite.perf_override(cfg, perf)] for perf in ("default", "h200"))
+        assert gpu_suite.perf_differs(plain, chosen, tmp_path) is expected
 
 
 def test_bare_worker_process_matches_the_t4bench_run(tmp_path: Path) -> None:
