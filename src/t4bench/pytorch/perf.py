@@ -121,7 +121,9 @@ class PerfOptions:
         if ctx is not None:
             values["precision"] = self.precision or ctx.precision
             values["channels_last"] = ctx.channels_last if self.channels_last is None else self.channels_last
-        values["compile_modules"] = ",".join(self.compile_modules) or ("<model>" if self.compile else "")
+        # what is compiled: nothing without compile, even where a profile names modules for the
+        # synthetic case only (perf/h200.yaml's Mask R-CNN: compile: ${input.synthetic})
+        values["compile_modules"] = (",".join(self.compile_modules) or "<model>") if self.compile else ""
         tags = {
             f"{names.PERF_PREFIX}{key}": str(value).lower() if isinstance(value, bool) else str(value)
             for key, value in values.items()
