@@ -6,7 +6,8 @@ loop's Trainer in this process:
 Per epoch: the time to build the batches' loader, each step timed with a device sync around it
 (the sync costs some overlap; the split is what matters), split into steps whose (source, target)
 shape was new to the process and steps whose shape was seen before; the number of distinct shapes;
-then the evaluation (greedy decoding), with the decoded lengths. With `--profile`, epoch 1's ten
+then the evaluation (greedy decoding), with the decoded lengths. With `perf.warmup_shapes` on (the
+H200's profile), its init-phase warm-up runs first, as in the loop. With `--profile`, epoch 1's ten
 costliest CUDA/CPU ops from torch.profiler are printed too.
 """
 
@@ -25,6 +26,8 @@ from harness_overhead import CONF, run_context, synchronize
 from hydra import compose, initialize_config_dir
 
 from t4bench.benchmark import benchmark_class
+from t4bench.progress import ProgressReporter
+from t4bench.pytorch import shape_warmup
 from t4bench.pytorch.loop import Trainer
 
 
@@ -116,6 +119,9 @@ def main(argv: list[str]) -> None:
             f"cudnn.benchmark={torch.backends.cudnn.benchmark}; workers={ctx.num_workers}; tmp {tmp}",
             flush=True,
         )
+        # perf.warmup_shapes (the loop's init-phase warm-up, before run_start): the epochs below
+        # then show what is left of epoch 1's extra time
+        shape_warmup.warm_up(trainer, bench, ProgressReporter("plain"))
         print(f"mean decoded length before training: {decoded_lengths(trainer, bench):.1f} tokens", flush=True)
         seen: set[tuple[int, ...]] = set()
         for epoch in range(1, args.epochs + 1):

@@ -21,6 +21,7 @@ What a subclass provides:
 | `evaluate(model)`          | yes       | - (only called with real data)                     |
 | `check_inputs(cfg)`        | no        | no check (only called with real data)              |
 | `synthetic_batch()`        | no        | raises: no `input=synthetic` mode                  |
+| `warmup_batches(limit)`    | no        | none: no `perf.warmup_shapes` warm-up              |
 | `param_groups(model)`      | no        | all parameters, one group                          |
 | `samples_in(batch)`        | no        | leading dimension of the batch's first tensor      |
 
@@ -145,6 +146,13 @@ class Benchmark(abc.ABC):
         metrics `data_<name>` and said once on the console (t4bench.baselines.announce); called
         once in init, on rank 0. Default: nothing."""
         return {}
+
+    def warmup_batches(self, limit: int) -> list[Any]:
+        """Up to `limit` generated (host-side) batches, one per training batch shape, for the
+        init-phase warm-up of `perf.warmup_shapes` (t4bench.pytorch.shape_warmup); only for
+        benchmarks whose batch shapes vary. Generated, not read from the training set. Default:
+        none."""
+        return []
 
     def samples_in(self, batch: Any) -> int:
         """Samples in one (host-side) batch, for the sample-based schedule and `train_size`

@@ -9,6 +9,7 @@ text, one sentence a line) and a sentencepiece model, by default `spm.model` in 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
@@ -163,12 +164,32 @@ class TranslationBenchmark(Benchmark):
     def dataset_eval_size(self) -> int:
         return len(self.test_src)
 
-    def train_batches(self, epoch: int) -> DataLoader[TranslationBatch]:
+    def _epoch_batches(self, epoch: int) -> list[list[int]]:
         # the same batches on every rank (seed and epoch only); the loader shards them
         generator = torch.Generator().manual_seed(self.ctx.sampling_seed * 100_003 + epoch)
-        batches = bucketed_batches(self._lengths, int(self.model_cfg.batch_size), generator)
-        dataset = _BatchList(self.train_pairs, batches)
+        return bucketed_batches(self._lengths, int(self.model_cfg.batch_size), generator)
+
+    def train_batches(self, epoch: int) -> DataLoader[TranslationBatch]:
+        dataset = _BatchList(self.train_pairs, self._epoch_batches(epoch))
         return self.ctx.make_loader(dataset, 1, epoch=epoch, shuffle=True, collate_fn=_first)
+
+    def warmup_batches(self, limit: int) -> list[TranslationBatch]:
+        """Generated tokens in each of epoch 1's batch shapes (sentences, longest source, longest
+        target + 1), the most frequent first: only the lengths of the training pairs are read, the
+        same shape list on every rank (so DDP's reductions pair up)."""
+        pairs = self.train_pairs
+        shapes = Counter(
+            (len(rows), max(len(pairs[i][0]) for i in rows), max(len(pairs[i][1]) for i in rows) + 1)
+            for rows in self._epoch_batches(1)
+        )
+        generator = torch.Generator().manual_seed(self.ctx.rank_seed(2))
+        return [self._generated(*shape, generator) for shape, _ in shapes.most_common(limit)]
+
+    def _generated(self, rows: int, src_len: int, tgt_len: int, generator: torch.Generator) -> TranslationBatch:
+        """Random tokens (never PAD/BOS/EOS/UNK) in one batch shape, every source full length."""
+        src = torch.randint(4, self.vocab_size, (rows, src_len), generator=generator)
+        tgt = torch.randint(4, self.vocab_size, (rows, tgt_len + 1), generator=generator)
+        return TranslationBatch(src, torch.full((rows,), src_len, dtype=torch.long), tgt[:, :-1], tgt[:, 1:])
 
     def loss(self, model: nn.Module, batch: TranslationBatch) -> tuple[torch.Tensor, int]:
         logits = model(batch.src, batch.src_len, batch.tgt_in)
@@ -205,14 +226,6 @@ class TranslationBenchmark(Benchmark):
     def synthetic_batch(self) -> TranslationBatch:
         data = self.model_cfg.data
         generator = torch.Generator().manual_seed(self.ctx.rank_seed(1))
-        batch, src_len, tgt_len = (
-            int(self.model_cfg.batch_size),
-            int(data.synthetic_src_len),
-            int(data.synthetic_tgt_len),
-        )
-        src = torch.randint(4, self.vocab_size, (batch, src_len), generator=generator)
-        tgt = torch.randint(4, self.vocab_size, (batch, tgt_len + 1), generator=generator)
+        shape = (int(self.model_cfg.batch_size), int(data.synthetic_src_len), int(data.synthetic_tgt_len))
         # on the device already, as the loop's and a bare loop's steps both expect it
-        return self.ctx.to_device(
-            TranslationBatch(src, torch.full((batch,), src_len, dtype=torch.long), tgt[:, :-1], tgt[:, 1:])
-        )
+        return self.ctx.to_device(self._generated(*shape, generator))

@@ -19,7 +19,7 @@ from t4bench.cadence import Diverged, EpochCallback
 from t4bench.frameworks import EpochLogger, RunResult  # re-exported: callers name t4bench.pytorch.loop.RunResult
 from t4bench.mlperf import MLPerfLog, constants
 from t4bench.progress import ProgressReporter
-from t4bench.pytorch import distributed
+from t4bench.pytorch import distributed, shape_warmup
 from t4bench.pytorch.context import RunContext
 from t4bench.pytorch.resume import EpochCheckpoints
 from t4bench.pytorch.trainer import LOSS_READ_INTERVAL, Trainer
@@ -59,6 +59,7 @@ def train_to_target(
     trainer = Trainer(bench, cfg, ctx)
     saves = EpochCheckpoints(cfg, ctx.is_main, logger)
     continued = saves.resume_into(trainer)
+    shape_warmup.warm_up(trainer, bench, progress)  # perf.warmup_shapes: init time, before run_start
     services = {"mlperf": mlperf, "progress": progress, "logger": logger, "callbacks": callbacks}
     run = cadence.Cadence.of(bench, cfg, per_epoch, is_main=ctx.is_main, **services)
 

@@ -60,6 +60,11 @@ class PerfOptions:
     #: masked attention to cuDNN first on Hopper/Blackwell, which builds a plan per new shape
     #: (~0.4 s forward + ~0.5 s backward each): with varying sentence lengths that is the first epoch
     cudnn_sdp: bool | None = None
+    #: in init (before run_start), one forward + backward without an optimizer step per training
+    #: batch shape, at most this many (0: off): kernel choice, cuBLAS/attention plans and allocator
+    #: growth for each new shape then cost init time, not epoch 1's. Benchmarks with varying batch
+    #: shapes only (Benchmark.warmup_batches); the weights, RNG streams and buffers stay as they were
+    warmup_shapes: int = 0
     #: steps between host reads of the loss (each read waits for the GPU)
     loss_read_interval: int = 20
     #: the options that were asked for but cannot apply here, with why
@@ -92,6 +97,9 @@ class PerfOptions:
         _check_choice("perf.compile_mode", options.compile_mode, COMPILE_MODES)
         if options.loss_read_interval < 1 or options.graph_warmup_steps < 1:
             raise PerfConfigError("perf.loss_read_interval and perf.graph_warmup_steps must be >= 1")
+        shapes = options.warmup_shapes
+        if isinstance(shapes, bool) or not isinstance(shapes, int) or shapes < 0:
+            raise PerfConfigError(f"perf.warmup_shapes must be a whole number >= 0, got {options.warmup_shapes!r}")
         return options
 
     def for_device(self, device: torch.device) -> PerfOptions:
