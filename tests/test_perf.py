@@ -169,3 +169,16 @@ def test_gpu_sampler_negatives_are_unseen_and_shards_disjoint() -> None:
     assert sorted(torch.cat(shards).tolist()) == list(range(len(users)))
     batches = sampler.batches(epoch=1, batch_size=32)
     assert sum(len(b[0]) for b in batches) == len(users) and all(len(b) == 3 for b in batches)
+
+
+def test_compiled_modules_are_recorded_only_where_compile_is_on() -> None:
+    """perf/h200.yaml names Mask R-CNN's backbone for the synthetic case only: a real-data run
+    compiles nothing and its tag must not say otherwise."""
+    key = "t4bench.perf.compile_modules"
+    assert PerfOptions(compile_modules=("backbone",)).tags()[key] == ""
+    assert PerfOptions(compile=True, compile_modules=("backbone",)).tags()[key] == "backbone"
+    assert PerfOptions(compile=True).tags()[key] == "<model>"
+    real = PerfOptions.from_config(compose_cfg("model=maskrcnn", "perf=h200"))
+    synthetic = PerfOptions.from_config(compose_cfg("model=maskrcnn", "perf=h200", "input=synthetic"))
+    assert (real.compile, synthetic.compile) == (False, True)
+    assert synthetic.compile_modules == ("backbone",) and synthetic.optimizer_impl == "fused"
