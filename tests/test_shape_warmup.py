@@ -83,9 +83,12 @@ def test_bad_warmup_shapes_is_named(value: str) -> None:
         PerfOptions.from_config(compose(["model=transformer", "perf=default", f"perf.warmup_shapes={value}"]))
 
 
-def test_h200_profile_warms_the_transformer_only() -> None:
-    assert PerfOptions.from_config(compose(["model=transformer", "perf=h200"])).warmup_shapes == 64
-    assert PerfOptions.from_config(compose(["model=gnmt", "perf=h200"])).warmup_shapes == 0
+@pytest.mark.parametrize("hw", ["h200", "h100"])
+def test_gpu_profiles_warm_the_transformer_only(hw: str) -> None:
+    """The profiles where it was measured: the Transformer's real-data options, nothing for GNMT."""
+    transformer = PerfOptions.from_config(compose(["model=transformer", f"hw={hw}"]))
+    assert (transformer.warmup_shapes, transformer.cudnn_sdp, transformer.compile) == (64, False, False)
+    assert PerfOptions.from_config(compose(["model=gnmt", f"hw={hw}"])).warmup_shapes == 0
 
 
 def test_cli_run_warms_up_in_init_and_records_the_option(tmp_path: Path) -> None:
