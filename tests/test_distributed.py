@@ -79,7 +79,13 @@ def test_hw_count_2_on_cpu_starts_two_gloo_ranks(run_t4bench, mlflow_client, tmp
 #: one vision and one translation mini model on 2 ranks, shrunk to about a minute each on 2 cores
 TWO_RANK_MINIS = [
     ("resnet50", 256, ("model.batch_size=256",)),
-    ("transformer", 128, ("model.batch_size=128", "model.data.max_len=16", "model.data.eval_max_sentences=50")),
+    # with the init-phase warm-up of two batch shapes: a forward + backward through DDP on each rank
+    # (the same shapes on both, so the gradient all-reduces pair up; a mismatch would hang)
+    (
+        "transformer",
+        128,
+        ("model.batch_size=128", "model.data.max_len=16", "model.data.eval_max_sentences=50", "perf.warmup_shapes=2"),
+    ),
 ]
 
 
@@ -88,7 +94,8 @@ TWO_RANK_MINIS = [
 def test_vision_and_translation_minis_on_two_gloo_ranks(  # type: ignore[no-untyped-def]
     run_t4bench, mlflow_client, tmp_path: Path, model: str, batch: int, overrides: tuple[str, ...]
 ) -> None:
-    run_t4bench(f"model={model}", "hw=cpu", "hw.count=2", "max_epochs=1", "progress=plain", *overrides)
+    proc = run_t4bench(f"model={model}", "hw=cpu", "hw.count=2", "max_epochs=1", "progress=plain", *overrides)
+    assert proc.stdout.count("warm-up: 2 batch shapes") == (1 if "perf.warmup_shapes=2" in overrides else 0)
     run = _one_run(mlflow_client, f"t4bench-{model}", batch)
     assert run_tags(mlflow_client, run)["t4bench.dist_backend"] == "ddp/gloo"
     assert run.data.tags["t4bench.throughput_unit"] == ("tokens/s" if model == "transformer" else "samples/s")

@@ -274,16 +274,29 @@ def test_controller_killed_then_stopped_then_rerun_reuses_completed_jobs(
     def running(seed: str) -> bool:
         return any(r.data.tags[names.SEED] == seed and r.info.status == "RUNNING" for r in _all_runs(tmp_path))
 
+    # the second run's output in files, unbuffered: its "waiting for" line says its SIGTERM handler
+    # is in place (a SIGTERM while it still imports, on a loaded host, would kill it outright)
+    out_file, err_file = tmp_path / "second.out", tmp_path / "second.err"
+
+    def waiting() -> bool:
+        return "waiting for" in out_file.read_text()
+
     first = start()
     second = None
     try:
         _wait_for("seed 0 finished", lambda: finished("0"), first)
         first.kill()  # SIGKILL: its array (one task at a time) runs on: seed 1, then seed 2
         first.wait()
-        second = start()  # waits for the orphaned jobs; stopped while seed 2 trains
+        with out_file.open("w") as out, err_file.open("w") as err:
+            # waits for the orphaned jobs; stopped while seed 2 trains
+            second = subprocess.Popen(
+                cmd, env={**env, "PYTHONUNBUFFERED": "1"}, cwd=tmp_path, text=True, stdout=out, stderr=err
+            )
+        _wait_for("the second run waiting", waiting, second)
         _wait_for("seed 1 finished and seed 2 started", lambda: finished("1") and running("2"), second)
         second.send_signal(signal.SIGTERM)
-        out2, err2 = second.communicate(timeout=120)
+        second.wait(timeout=120)
+        out2, err2 = out_file.read_text(), err_file.read_text()
     finally:
         for proc in (first, second):
             if proc is not None and proc.poll() is None:
