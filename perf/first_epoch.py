@@ -7,7 +7,7 @@ Per epoch: the time to build the batches' loader, each step timed with a device 
 (the sync costs some overlap; the split is what matters), split into steps whose (source, target)
 shape was new to the process and steps whose shape was seen before; the number of distinct shapes;
 then the evaluation (greedy decoding), with the decoded lengths. With `perf.warmup_shapes` on (the
-H200's profile), its init-phase warm-up runs first, as in the loop. With `--profile`, epoch 1's ten
+H200 and H100 profiles' Transformer), its init-phase warm-up runs first, as in the loop. With `--profile`, epoch 1's ten
 costliest CUDA/CPU ops from torch.profiler are printed too.
 """
 
