@@ -17,6 +17,8 @@ from torchvision.models.detection.ssd import SSD
 
 from t4bench.benchmarks.detection import CocoBenchmark
 from t4bench.benchmarks.resnet_parts import ResNetTrunk, feature_dict, init_weights, trunk_from_cfg
+from t4bench.benchmarks.ssd_loss import BatchedLossSSD
+from t4bench.pytorch.perf import PerfOptions
 
 
 class SSDBackbone(nn.Module):
@@ -63,7 +65,9 @@ class SSDBenchmark(CocoBenchmark):
             steps=list(arch.steps) if arch.get("steps") is not None else None,
         )
         size = int(arch.image_size)
-        return SSD(
+        # perf.batched_loss: the same model, its training loss for the whole batch at once
+        ssd = BatchedLossSSD if PerfOptions.from_config(self.cfg, self.ctx.device).batched_loss else SSD
+        return ssd(
             backbone,
             anchors,
             (size, size),

@@ -56,6 +56,9 @@ class PerfOptions:
     #: it). Kept on a CPU too, where it is the same code on host tensors: CI runs the path that way
     gpu_data: bool = False
     cudnn_benchmark: bool = False
+    #: the training loss of the whole batch in one set of kernels, without host syncs per image
+    #: (benchmarks that have one: SSD, t4bench.benchmarks.ssd_loss); the same loss to rounding
+    batched_loss: bool = False
     #: cuDNN as a scaled_dot_product_attention backend; None: torch's choice. torch 2.11 sends
     #: masked attention to cuDNN first on Hopper/Blackwell, which builds a plan per new shape
     #: (~0.4 s forward + ~0.5 s backward each): with varying sentence lengths that is the first epoch
