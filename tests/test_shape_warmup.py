@@ -106,3 +106,12 @@ def test_cli_run_warms_up_in_init_and_records_the_option(tmp_path: Path) -> None
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert run_tags(client, run)["t4bench.perf.warmup_shapes"] == "3"
+
+
+def test_a_model_without_varying_shapes_says_so(capfd: pytest.CaptureFixture[str]) -> None:
+    """NCF has one batch shape: the option does nothing there, and the console says so."""
+    cfg = compose(["model=ncf", "perf=default", "perf.warmup_shapes=4", f"paths.data_root={DATA_ROOT}"])
+    bench = benchmark_class(cfg)(cfg, run_context(data_root=DATA_ROOT))
+    trainer = Trainer(bench, cfg, bench.ctx)
+    assert shape_warmup.warm_up(trainer, bench, ProgressReporter("plain")) == 0
+    assert "perf.warmup_shapes: ncf has no varying batch shapes to warm up" in capfd.readouterr().out

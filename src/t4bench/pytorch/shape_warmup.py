@@ -32,6 +32,7 @@ def warm_up(trainer: Trainer, bench: Benchmark, progress: ProgressReporter) -> i
         return 0
     batches = bench.warmup_batches(limit)
     if not batches:
+        progress.line(f"perf.warmup_shapes: {bench.name} has no varying batch shapes to warm up")
         return 0
     started = time.perf_counter()
     ctx, model = trainer.ctx, trainer.train_model
