@@ -77,14 +77,7 @@ def timed_epoch(trainer: Trainer, bench, epoch: int, seen: set[tuple[int, ...]])
 def decoded_lengths(trainer: Trainer, bench, count: int = 200) -> float:
     """Mean length of greedy outputs for the first `count` test sentences (untrained: max length)."""
     trainer.model.eval()
-    with (
-        torch.no_grad(),
-        torch.autocast(
-            trainer.ctx.device.type,
-            dtype=trainer.ctx.amp_dtype or torch.float32,
-            enabled=trainer.ctx.amp_dtype is not None,
-        ),
-    ):
+    with torch.no_grad(), trainer.ctx.autocast():
         texts = bench.translate(trainer.model, bench._test_ids[:count])
     trainer.model.train()
     return statistics.mean(len(bench.tokenizer.encode([t])[0]) for t in texts)

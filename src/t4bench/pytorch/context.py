@@ -50,6 +50,12 @@ class RunContext:
     def amp_dtype(self) -> torch.dtype | None:
         return {"fp16": torch.float16, "bf16": torch.bfloat16}.get(self.precision)
 
+    def autocast(self) -> torch.autocast:
+        """The run's mixed precision around a forward: autocast to `amp_dtype`, off at fp32/tf32."""
+        return torch.autocast(
+            device_type=self.device.type, dtype=self.amp_dtype or torch.float32, enabled=self.amp_dtype is not None
+        )
+
     def rank_seed(self, stream: int = 0) -> int:
         """A seed for this rank's private randomness (negative sampling, augmentation)."""
         return (self.sampling_seed * 1_000_003 + self.rank * 7919 + stream) % (2**31 - 1)

@@ -102,7 +102,7 @@ class PerfOptions:
             raise PerfConfigError("perf.loss_read_interval and perf.graph_warmup_steps must be >= 1")
         shapes = options.warmup_shapes
         if isinstance(shapes, bool) or not isinstance(shapes, int) or shapes < 0:
-            raise PerfConfigError(f"perf.warmup_shapes must be a whole number >= 0, got {options.warmup_shapes!r}")
+            raise PerfConfigError(f"perf.warmup_shapes must be a whole number >= 0, got {shapes!r}")
         return options
 
     def for_device(self, device: torch.device) -> PerfOptions:

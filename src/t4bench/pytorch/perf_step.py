@@ -37,9 +37,7 @@ def eager_step(
     """forward under autocast, zero_grad, (scaled) backward, optimizer step."""
 
     def step(batch: Any) -> tuple[torch.Tensor, int]:
-        with torch.autocast(
-            device_type=ctx.device.type, dtype=ctx.amp_dtype or torch.float32, enabled=ctx.amp_dtype is not None
-        ):
+        with ctx.autocast():
             loss, units = loss_fn(model, batch)
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
@@ -105,9 +103,7 @@ class GraphStep:
         self.optimizer.zero_grad(set_to_none=True)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            with torch.autocast(
-                device_type="cuda", dtype=self.ctx.amp_dtype or torch.float32, enabled=self.ctx.amp_dtype is not None
-            ):
+            with self.ctx.autocast():
                 loss, self.units = self.loss_fn(self.model, self.static_batch)
             loss.backward()
             self.optimizer.step()

@@ -41,9 +41,7 @@ def warm_up(trainer: Trainer, bench: Benchmark, progress: ProgressReporter) -> i
     model.train()
     with torch.random.fork_rng(devices=devices):
         for batch in batches:
-            with torch.autocast(
-                device_type=ctx.device.type, dtype=ctx.amp_dtype or torch.float32, enabled=ctx.amp_dtype is not None
-            ):
+            with ctx.autocast():
                 loss, _ = bench.loss(model, ctx.to_device(batch))
             trainer.scaler.scale(loss).backward()
             trainer.optimizer.zero_grad(set_to_none=True)

@@ -133,14 +133,7 @@ class Trainer:
         if self.ctx.is_main:
             evaluated = self.average.module if self.average is not None else self.model
             evaluated.eval()
-            with (
-                torch.no_grad(),
-                torch.autocast(
-                    device_type=self.ctx.device.type,
-                    dtype=self.ctx.amp_dtype or torch.float32,
-                    enabled=self.ctx.amp_dtype is not None,
-                ),
-            ):
+            with torch.no_grad(), self.ctx.autocast():
                 metrics = {k: float(v) for k, v in self.bench.evaluate(evaluated).items()}
             self.model.train()
         return distributed.broadcast_object(metrics)
