@@ -182,3 +182,16 @@ def test_compiled_modules_are_recorded_only_where_compile_is_on() -> None:
     synthetic = PerfOptions.from_config(compose_cfg("model=maskrcnn", "perf=h200", "input=synthetic"))
     assert (real.compile, synthetic.compile) == (False, True)
     assert synthetic.compile_modules == ("backbone",) and synthetic.optimizer_impl == "fused"
+
+
+@pytest.mark.parametrize("profile", ["h200", "h100"])
+def test_gpu_profiles_set_ssds_batched_loss_and_ncfs_compile_at_synthetic_shapes_only(profile: str) -> None:
+    """Measured on an H100 (docs/perf.md): SSD's whole-batch loss for real and synthetic data; NCF's
+    compile only at fixed synthetic shapes (a mini run would spend longer compiling than training)."""
+    for data in ([], ["input=synthetic"]):
+        ssd = PerfOptions.from_config(compose_cfg("model=ssd", f"perf={profile}", *data))
+        assert ssd.batched_loss and ssd.optimizer_impl == "fused" and not ssd.compile
+    real = PerfOptions.from_config(compose_cfg("model=ncf", f"perf={profile}"))
+    synthetic = PerfOptions.from_config(compose_cfg("model=ncf", f"perf={profile}", "input=synthetic"))
+    assert (real.compile, synthetic.compile) == (False, True)
+    assert synthetic.optimizer_impl == "fused" and synthetic.compile_modules == ()
