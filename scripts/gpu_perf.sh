@@ -5,6 +5,8 @@
 #   ncf_mini  mini NCF to its target, hw=h200: perf=default vs GPU-resident data + whole-step graph
 #   variants  perf option sets per model through the loop's Trainer (perf/perf_variants.py)
 #   suite     perf/gpu_suite.py (all six models; CSV written to $OUT/gpu_suite.csv after each model)
+#   gap       perf/process_gap.py: the suite's bare worker with the CLI process's state added piece
+#             by piece, beside the CLI run (why SSD's CLI run beats its bare loop; GAP_MODEL)
 #   profile   perf/profile_step.py (torch.profiler per model and path; $OUT/profile.md, rewritten
 #             after each path, so a cut-off part keeps what it profiled)
 # Each part has its own time limit, so one hung part cannot take the others' figures with it.
@@ -68,6 +70,11 @@ if part variants; then
     "$F perf.compile=true perf.compile_mode=reduce-overhead" "${steps[@]}"
   vpart maskrcnn && timeout "${MASKRCNN_LIMIT:-150}" $PY perf/perf_variants.py maskrcnn "" "$F" \
     "$F perf.compile=true perf.compile_modules=[backbone]" "${steps[@]}"
+fi
+
+if part gap; then
+  echo "== gap: bare worker + pieces of the CLI process vs the CLI run"
+  timeout "${GAP_LIMIT:-420}" $PY perf/process_gap.py --model "${GAP_MODEL:-ssd}" --hw "$HW" ${GAP_ARGS:-}
 fi
 
 if part suite; then
