@@ -16,7 +16,7 @@ t4bench runs come back from MLflow, the bare worker's as one JSON line. Each col
 memory (max_memory_allocated, GiB). Figures are the medians over the repeats; the per-repeat
 same/bare ratios are in `ratio_each`. The bf16 matrix-product peak is measured once (8192^3,
 random operands, median). A figure whose run ended with a non-finite loss is written as NaN, never
-as a throughput. Writes perf/results/gpu_suite_<gpu>_<date>.csv (or --csv); `suite_table.py`
+as a throughput. SIGTERM (a call's time limit) keeps the pairs the model under way finished. Writes perf/results/gpu_suite_<gpu>_<date>.csv (or --csv); `suite_table.py`
 prints it as the README's markdown table.
 """
 
@@ -29,6 +29,7 @@ import json
 import math
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -147,6 +148,7 @@ def bare_eager(cfg, ctx) -> dict[str, float]:
 
 BARE_WORKER = "--bare-worker"
 BARE_RESULT = "bare-result "
+CUT_NOTE = "cut short by SIGTERM"
 NOT_RUN = {
     "throughput": math.nan,
     "loss": math.nan,
@@ -236,6 +238,14 @@ def peak_of(values: list[float]) -> float:
     return max(finite) if finite else math.nan
 
 
+class CutShort(Exception):
+    """SIGTERM (a device call's time limit, `timeout`): the model being measured keeps its pairs."""
+
+
+def cut_short(signum: int, frame: object) -> None:
+    raise CutShort  # out of the wait for a column's process (subprocess.run then kills it)
+
+
 def measure(model: str, args: argparse.Namespace, out: Path, peak: float, gpu: str) -> SuiteRow:
     overrides = column_overrides(model, args)
     cfg = synthetic_config(overrides, out)
@@ -243,24 +253,37 @@ def measure(model: str, args: argparse.Namespace, out: Path, peak: float, gpu: s
     notes: list[str] = []
     same_runs: list[dict[str, float]] = []
     bare_runs: list[dict[str, float]] = []
-    for repeat in range(args.repeats):
-        # alternate which goes first, so neither always meets the GPU as the other left it
-        for column in ("same", "bare") if repeat % 2 == 0 else ("bare", "same"):
-            if column == "same":
-                same_runs.append(harness_run(model, plain, out, notes))
-            else:
-                bare_runs.append(bare_run(model, plain, notes))
+    cut, pairs = False, 0
+    try:
+        for repeat in range(args.repeats):
+            # alternate which goes first, so neither always meets the GPU as the other left it
+            for column in ("same", "bare") if repeat % 2 == 0 else ("bare", "same"):
+                if column == "same":
+                    same_runs.append(harness_run(model, plain, out, notes))
+                else:
+                    bare_runs.append(bare_run(model, plain, notes))
+            pairs += 1
+    except CutShort:
+        cut = True  # the pair under way is dropped (its column may have died of the same signal)
+    if pairs == 0:
+        raise CutShort
+    same_runs, bare_runs = same_runs[:pairs], bare_runs[:pairs]
     best = {"avg_throughput": math.nan, "train_loss": math.nan}
     best_perf = args.best
-    if args.best != "none":
+    if args.best != "none" and not cut:
         chosen = [*overrides, perf_override(cfg, args.best)]
         if perf_differs(plain, chosen, out):
-            best = harness_run(model, chosen, out, notes)
+            try:
+                best = harness_run(model, chosen, out, notes)
+            except CutShort:
+                cut = True
         else:
             # the profile leaves this model at perf=default: a "best" run would be a third sample
             # of the same settings, read as a speed-up (or slow-down) that is only the spread
             notes.append(f"perf={args.best} sets no option for {model}: no best column")
             best_perf = f"{args.best} {UNSET}"
+    if cut:
+        notes.append(f"{CUT_NOTE} after {pairs} of {args.repeats} pairs, before the best run")
     same_loss = [run["train_loss"] for run in same_runs]
     bare_loss = [run["loss"] for run in bare_runs]
     bare = median_figure([run["throughput"] for run in bare_runs], bare_loss)
@@ -288,7 +311,7 @@ def measure(model: str, args: argparse.Namespace, out: Path, peak: float, gpu: s
         gpu=gpu,
         torch=torch.__version__,
         date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
-        repeats=args.repeats,
+        repeats=pairs,
         ratio_each=" ".join(f"{ratio:.4f}" for ratio in ratios),
         notes="; ".join(notes),
     )
@@ -344,6 +367,7 @@ def main(argv: list[str]) -> None:
         bare_worker(argv[1:])
         return
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, cut_short)
     device = torch.device(args.device)
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     peak = matmul_peak_tflops(device)
@@ -355,10 +379,20 @@ def main(argv: list[str]) -> None:
         out = Path(os.environ.get("SUITE_WORK", tmp))
         out.mkdir(parents=True, exist_ok=True)
         for model in args.models:
-            rows.append(measure(model, args, out, peak, gpu))
+            try:
+                rows.append(measure(model, args, out, peak, gpu))
+            except CutShort:
+                print(f"{CUT_NOTE} in {model}'s first pair: no row for it", flush=True)
+                break
             write_csv(rows, path)  # after every model: a run cut short keeps the rows it finished
+            if CUT_NOTE in rows[-1].notes:
+                break
+    if not rows:
+        sys.exit(f"gpu_suite: {CUT_NOTE} before any model finished a pair; nothing written")
     print(f"wrote {path}")
     print(markdown(path))
+    if len(rows) < len(args.models) or CUT_NOTE in rows[-1].notes:
+        sys.exit(f"gpu_suite: {CUT_NOTE}: {len(rows)} of {len(args.models)} models written")
 
 
 if __name__ == "__main__":

@@ -7,8 +7,12 @@ instead of showing up as a same/bare ratio far from 1 on a GPU."""
 
 from __future__ import annotations
 
+import csv
 import importlib
 import math
+import os
+import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -225,3 +229,29 @@ def test_bare_worker_sets_cuda_up_in_its_fresh_process() -> None:
     notes: list[str] = []
     result = gpu_suite.bare_run("ncf", [*gpu_suite.column_overrides("ncf", args), "perf=default"], notes)
     assert notes == [] and result["throughput"] > 0 and result["peak_gib"] > 0
+
+
+def test_sigterm_keeps_the_pairs_a_model_finished(tmp_path: Path) -> None:
+    """A device call's time limit (`timeout`, SIGTERM) used to cost the model under way its whole
+    row (2026-12-06: Mask R-CNN after one complete pair). Now the suite writes the pairs that model
+    finished, says it was cut short, measures no further model and exits non-zero."""
+    csv_path = tmp_path / "suite.csv"
+    command = [sys.executable, str(REPO / "perf" / "gpu_suite.py"), "--device", "cpu", "--models", "ncf", "resnet50"]
+    command += ["--batch", "64", "--steps", "2", "--warmup", "1", "--repeats", "3", "--csv", str(csv_path)]
+    env = {**os.environ, "SUITE_WORK": str(tmp_path / "work"), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    assert proc.stdout is not None
+    finished_columns = 0
+    for line in proc.stdout:  # the first pair: one t4bench run and one bare worker
+        finished_columns += line.strip().startswith("ncf: ")
+        if finished_columns == 2:
+            break
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.communicate(timeout=120)[0]
+    assert proc.returncode != 0, rest
+    assert "cut short by SIGTERM: 1 of 2 models written" in rest
+    with csv_path.open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["model"] for row in rows] == ["ncf"]
+    assert rows[0]["repeats"] == "1" and "cut short by SIGTERM after 1 of 3 pairs" in rows[0]["notes"]
+    assert float(rows[0]["bare_eager"]) > 0 and float(rows[0]["t4bench_same"]) > 0
