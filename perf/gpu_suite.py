@@ -16,8 +16,8 @@ t4bench runs come back from MLflow, the bare worker's as one JSON line. Each col
 memory (max_memory_allocated, GiB). Figures are the medians over the repeats; the per-repeat
 same/bare ratios are in `ratio_each`. The bf16 matrix-product peak is measured once (8192^3,
 random operands, median). A figure whose run ended with a non-finite loss is written as NaN, never
-as a throughput. SIGTERM (a call's time limit) keeps the pairs the model under way finished. Writes perf/results/gpu_suite_<gpu>_<date>.csv (or --csv); `suite_table.py`
-prints it as the README's markdown table.
+as a throughput; SIGTERM (a call's time limit) keeps the pairs the model under way finished.
+Writes perf/results/gpu_suite_<gpu>_<date>.csv (or --csv); `suite_table.py` prints it as a table.
 """
 
 from __future__ import annotations
