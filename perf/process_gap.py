@@ -72,6 +72,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--arms", nargs="+", default=None, help="a subset of the arms (bare+nothing is always run)")
     args = parser.parse_args(argv)
     overrides = [
         f"model={args.model}",
@@ -81,7 +82,11 @@ def main(argv: list[str]) -> None:
         f"input.warmup_steps={args.warmup}",
         "perf=default",
     ]
-    arms = [f"bare+{pieces or 'nothing'}" for pieces in BARE_ARMS] + list(CLI_ARMS)
+    every = [f"bare+{pieces or 'nothing'}" for pieces in BARE_ARMS] + list(CLI_ARMS)
+    unknown = sorted(set(args.arms or []) - set(every))
+    if unknown:
+        parser.error(f"no arm {', '.join(unknown)}; choose from {', '.join(every)}")
+    arms = [arm for arm in every if args.arms is None or arm in args.arms or arm == "bare+nothing"]
     figures: dict[str, list[float]] = {arm: [] for arm in arms}
     with tempfile.TemporaryDirectory() as tmp:
         for repeat in range(args.repeats):
@@ -90,7 +95,7 @@ def main(argv: list[str]) -> None:
                 if arm in CLI_ARMS:
                     value = t4bench_metrics([*overrides, *CLI_ARMS[arm]], Path(tmp))["avg_throughput"]
                 else:
-                    value = bare_arm(BARE_ARMS[arms.index(arm)], overrides)
+                    value = bare_arm(BARE_ARMS[every.index(arm)], overrides)
                 figures[arm].append(value)
                 print(f"  repeat {repeat + 1} {arm}: {value:,.1f}", flush=True)
     base = statistics.median(figures["bare+nothing"])
