@@ -74,7 +74,7 @@ fi
 
 if part gap; then
   echo "== gap: bare worker + pieces of the CLI process vs the CLI run"
-  timeout "${GAP_LIMIT:-420}" $PY perf/process_gap.py --model "${GAP_MODEL:-ssd}" --hw "$HW" ${GAP_ARGS:-}
+  timeout "${GAP_LIMIT:-500}" $PY perf/process_gap.py --model "${GAP_MODEL:-ssd}" --hw "$HW" ${GAP_ARGS:-}
 fi
 
 if part suite; then
