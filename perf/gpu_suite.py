@@ -167,10 +167,11 @@ def bare_worker(overrides: list[str]) -> None:
     print(BARE_RESULT + json.dumps(result), flush=True)
 
 
-def bare_run(model: str, overrides: list[str], notes: list[str]) -> dict[str, float]:
-    """One bare worker in a fresh process (as each t4bench run is: no state left by another model's
-    loop, no MLflow client in the process); a failure (out of memory) is NaN with a note."""
-    proc = subprocess.run([sys.executable, __file__, BARE_WORKER, *overrides], capture_output=True, text=True)
+def bare_run(model: str, overrides: list[str], notes: list[str], worker: list[str] | None = None) -> dict[str, float]:
+    """One bare worker (`worker`: its command, this script's by default) in a fresh process, as each
+    t4bench run is (no other model's loop state, no MLflow client); a failure (out of memory): NaN, a note."""
+    command = [*(worker or [sys.executable, __file__, BARE_WORKER]), *overrides]
+    proc = subprocess.run(command, capture_output=True, text=True)
     lines = [line for line in proc.stdout.splitlines() if line.startswith(BARE_RESULT)]
     if proc.returncode != 0 or not lines:
         error = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]

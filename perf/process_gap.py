@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from gpu_suite import BARE_RESULT, bare_worker
-from harness_overhead import t4bench_metrics
+from gpu_suite import bare_run, bare_worker, harness_run
 
 PIECES = ("set_device", "imports", "telemetry")
 BARE_ARMS = ("", "set_device", "imports", "telemetry", ",".join(PIECES))
@@ -48,24 +45,6 @@ def add_pieces(pieces: list[str]) -> list[object]:
 
         kept.append(telemetry.start(enabled=True, on_gpu=torch.cuda.is_available(), gpus=1))
     return kept
-
-
-def bare_arm(pieces: str, overrides: list[str]) -> float:
-    command = [sys.executable, __file__, WORKER, pieces, *overrides]
-    proc = subprocess.run(command, capture_output=True, text=True)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith(BARE_RESULT)]
-    if proc.returncode != 0 or not lines:
-        print(f"  bare+{pieces or 'nothing'} failed: {(proc.stderr.strip().splitlines() or ['?'])[-1][:200]}")
-        return float("nan")
-    return float(json.loads(lines[-1][len(BARE_RESULT) :])["throughput"])
-
-
-def cli_arm(arm: str, overrides: list[str], out: Path) -> float:
-    try:
-        return t4bench_metrics([*overrides, *CLI_ARMS[arm]], out)["avg_throughput"]
-    except SystemExit as failure:  # one failed run must not cost the other arms' figures
-        print(f"  {arm} failed: {str(failure)[-200:]}")
-        return float("nan")
 
 
 def main(argv: list[str]) -> None:
@@ -96,16 +75,18 @@ def main(argv: list[str]) -> None:
         parser.error(f"no arm {', '.join(unknown)}; choose from {', '.join(every)}")
     arms = [arm for arm in every if args.arms is None or arm in args.arms or arm == "bare+nothing"]
     figures: dict[str, list[float]] = {arm: [] for arm in arms}
+    notes: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         for repeat in range(args.repeats):
             shift = repeat % len(arms)
             for arm in arms[shift:] + arms[:shift]:
+                # the suite's runners: each prints its figure; a failed run is NaN with its line
                 if arm in CLI_ARMS:
-                    value = cli_arm(arm, overrides, Path(tmp))
+                    value = harness_run(arm, [*overrides, *CLI_ARMS[arm]], Path(tmp), notes)["avg_throughput"]
                 else:
-                    value = bare_arm(BARE_ARMS[every.index(arm)], overrides)
+                    worker = [sys.executable, __file__, WORKER, BARE_ARMS[every.index(arm)]]
+                    value = bare_run(arm, overrides, notes, worker)["throughput"]
                 figures[arm].append(value)
-                print(f"  repeat {repeat + 1} {arm}: {value:,.1f}", flush=True)
     base = statistics.median(figures["bare+nothing"])
     print(f"\n{args.model}, {args.steps} timed steps after {args.warmup}, medians of {args.repeats}:")
     for arm in arms:
