@@ -5,19 +5,18 @@ t4bench with the hw profile's best `perf` options, and each one's share of the m
     python perf/gpu_suite.py --models resnet50 ncf --steps 20 --repeats 3
     python perf/gpu_suite.py --device cpu --models ncf --batch 64 --steps 2 --warmup 1  # smoke
 
-Per model, each column is a fresh process with the GPU to itself, given the same Hydra overrides
-(`perf=default` for both bare and same): `python -m t4bench input=synthetic perf=default` (same) and
-`gpu_suite.py --bare-worker` (bare: `harness_overhead.BareLoop`, the same seed, model, generated batch,
-loss, optimizer, LR schedule, precision and backend switches, stepped as zero_grad / forward /
-backward / step, nothing else; plus FlopCounterMode over one step), `--repeats` times, alternating
-which of the two goes first; then `... perf=<best>` once, unless that profile sets no option for
-the model (a third sample of the same settings is no best column). Throughput and train_loss of the
-t4bench runs come back from MLflow, the bare worker's as one JSON line. Each column also gets its peak GPU
-memory (max_memory_allocated, GiB). Figures are the medians over the repeats; the per-repeat
-same/bare ratios are in `ratio_each`. The bf16 matrix-product peak is measured once (8192^3,
-random operands, median). A figure whose run ended with a non-finite loss is written as NaN, never
-as a throughput; SIGTERM (a call's time limit) keeps the pairs the model under way finished.
-Writes perf/results/gpu_suite_<gpu>_<date>.csv (or --csv); `suite_table.py` prints it as a table.
+Per model, each column is a fresh process with the GPU to itself, given the same Hydra overrides (`perf=default` for
+both bare and same): `python -m t4bench input=synthetic perf=default` (same) and `gpu_suite.py --bare-worker` (bare:
+`harness_overhead.BareLoop`, the same seed, model, generated batch, loss, optimizer, LR schedule, precision and
+backend switches, stepped as zero_grad / forward / backward / step, nothing else; plus FlopCounterMode over one step),
+`--repeats` times, alternating which of the two goes first; then `... perf=<best>` once, unless that profile sets no
+option for the model (a third sample of the same settings is no best column). Throughput and train_loss of the t4bench
+runs come back from MLflow, the bare worker's as one JSON line. Each column also gets its peak GPU memory
+(max_memory_allocated, GiB). Figures are the medians over the repeats; the per-repeat same/bare ratios are in
+`ratio_each`. The bf16 matrix-product peak is measured once (8192^3, random operands, median). A figure whose run
+ended with a non-finite loss is written as NaN, never as a throughput; SIGTERM (a call's time limit) keeps the pairs
+the model under way finished. Writes perf/results/gpu_suite_<gpu>_<date>.csv (or --csv); `suite_table.py` prints it as
+a table.
 """
 
 from __future__ import annotations
@@ -263,7 +262,8 @@ def measure(model: str, args: argparse.Namespace, out: Path, peak: float, gpu: s
                     same_runs.append(harness_run(model, plain, out, notes))
                 else:
                     bare_runs.append(bare_run(model, plain, notes))
-            pairs += 1
+            pairs += 1  # printed after the count: a SIGTERM from here on keeps this pair
+            print(f"  {model}: pair {pairs} of {args.repeats} done", flush=True)
     except CutShort:
         cut = True  # the pair under way is dropped (its column may have died of the same signal)
     if pairs == 0:
