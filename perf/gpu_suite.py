@@ -357,8 +357,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     check_run_args(parser, args)
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
-    args.hw = args.hw or ("h200" if args.device == "cuda" else "cpu")
-    args.precision = args.precision or ("bf16" if args.device == "cuda" else "fp32")
     args.best = args.best or args.hw
     return args
 

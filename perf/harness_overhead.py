@@ -237,11 +237,15 @@ def add_run_args(parser: argparse.ArgumentParser, models: Sequence[str], hw_help
 
 
 def check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """`add_run_args`' values: a CUDA device that exists, steps and batch >= 1, warm-up >= 0."""
+    """`add_run_args`' values: a CUDA device that exists, steps and batch >= 1, warm-up >= 0; then hw
+    and precision default to h200 and bf16 on cuda, cpu and fp32 on the CPU."""
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda but torch sees no CUDA device (use --device cpu)")
     if args.steps < 1 or args.warmup < 0 or (args.batch is not None and args.batch < 1):
         parser.error("--steps and --batch must be >= 1, --warmup >= 0")
+    # the device's defaults for what is left unset
+    args.hw = args.hw or ("h200" if args.device == "cuda" else "cpu")
+    args.precision = args.precision or ("bf16" if args.device == "cuda" else "fp32")
 
 
 def compare(overrides: list[str], out: Path) -> Comparison:

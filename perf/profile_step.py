@@ -243,8 +243,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every path")
     args = parser.parse_args(argv)
     check_run_args(parser, args)
-    args.hw = args.hw or ("h200" if args.device == "cuda" else "cpu")
-    args.precision = args.precision or ("bf16" if args.device == "cuda" else "fp32")
     args.best = args.best or args.hw
     return args
 

@@ -7,6 +7,8 @@
 #   suite     perf/gpu_suite.py (all six models; CSV written to $OUT/gpu_suite.csv after each model)
 #   gap       perf/process_gap.py: the suite's bare worker with the CLI process's state added piece
 #             by piece, beside the CLI run (why SSD's CLI run beats its bare loop; GAP_MODEL)
+#   ab        perf/step_ab.py: bare and Trainer steps in one process, alternating blocks (goal 4 for
+#             host-bound models, whose fresh processes spread 12-20 %; AB_MODELS, AB_ARGS)
 #   profile   perf/profile_step.py (torch.profiler per model and path; $OUT/profile.md, rewritten
 #             after each path, so a cut-off part keeps what it profiled)
 # Each part has its own time limit, so one hung part cannot take the others' figures with it.
@@ -75,6 +77,13 @@ fi
 if part gap; then
   echo "== gap: bare worker + pieces of the CLI process vs the CLI run"
   timeout "${GAP_LIMIT:-500}" $PY perf/process_gap.py --model "${GAP_MODEL:-ssd}" --hw "$HW" ${GAP_ARGS:-}
+fi
+
+if part ab; then
+  echo "== ab: bare vs Trainer steps in one process"
+  # shellcheck disable=SC2086  # AB_MODELS and AB_ARGS are word lists on purpose
+  timeout "${AB_LIMIT:-400}" $PY perf/step_ab.py --hw "$HW" --models ${AB_MODELS:-ssd maskrcnn} \
+    --out "$dest/step_ab.csv" ${AB_ARGS:-}
 fi
 
 if part suite; then
