@@ -109,6 +109,15 @@ def build(model: str, path: str, args: argparse.Namespace, out: Path) -> tuple[C
     return harness, (trainer.model, batch, autocast, bench), perf
 
 
+def block_ms(run: Callable[[int], None], steps: int, device: torch.device) -> float:
+    """Mean step time of `steps` steps of a path's runner, the device drained before and after."""
+    synchronize(device)
+    started = time.perf_counter()
+    run(steps)
+    synchronize(device)
+    return (time.perf_counter() - started) * 1e3 / steps
+
+
 def gflop(parts: Any) -> float:
     model, batch, autocast, bench = parts
     with FlopCounterMode(display=False) as counter, torch.autocast(**autocast):
@@ -165,11 +174,7 @@ def profile_path(model: str, path: str, args: argparse.Namespace, out: Path) -> 
     harness_overhead.reset_peak_memory(device)
     run, parts, perf = build(model, path, args, out)
     run(args.warmup)
-    synchronize(device)
-    started = time.perf_counter()
-    run(args.steps)
-    synchronize(device)
-    step_ms = (time.perf_counter() - started) * 1e3 / args.steps
+    step_ms = block_ms(run, args.steps, device)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     cpu_started = time.process_time()
     with profile(activities=activities) as prof:

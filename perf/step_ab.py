@@ -23,16 +23,14 @@ import gc
 import math
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from gpu_suite import MODELS
-from harness_overhead import add_run_args, check_run_args, synchronize
-from profile_step import build
+from harness_overhead import add_run_args, check_run_args
+from profile_step import block_ms, build
 from scipy import stats
 
 PATHS = ("bare", "same")
@@ -50,15 +48,6 @@ class ABResult:
     ci_low: float  # bootstrap 95 % CI of that mean (nan with fewer than 3 rounds)
     ci_high: float
     ratio_each: str  # each round's ratio, in order
-
-
-def block_ms(run: Callable[[int], None], steps: int, device: torch.device) -> float:
-    """Mean step time of `steps` steps, the device drained before and after."""
-    synchronize(device)
-    started = time.perf_counter()
-    run(steps)
-    synchronize(device)
-    return (time.perf_counter() - started) * 1e3 / steps
 
 
 def summarize(model: str, device: str, steps: int, bare: list[float], same: list[float]) -> ABResult:
