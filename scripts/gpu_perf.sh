@@ -52,8 +52,11 @@ if part variants; then
     "$F perf.compile=true perf.cuda_graphs=true" "${steps[@]}"
   # Transformer: host-bound after compile (59 % of the step idle, docs/perf.md's profile): CUDA
   # graphs through inductor (reduce-overhead) at the suite's fixed shapes
+  # (branch gnmt-host-lengths: the token count is read on the host, so the step has no host sync
+  # and the whole step can be one CUDA graph)
   vpart transformer && timeout "${TRANSFORMER_LIMIT:-120}" $PY perf/perf_variants.py transformer "" "$F" \
-    "$F perf.compile=true" "$F perf.compile=true perf.compile_mode=reduce-overhead" "${steps[@]}"
+    "$F perf.compile=true" "$F perf.compile=true perf.compile_mode=reduce-overhead" "$F perf.cuda_graphs=true" \
+    "$F perf.compile=true perf.cuda_graphs=true" "${steps[@]}"
   # SSD: host-bound (294 syncs a step in the 2026-12-06 profile); the whole-batch loss removes the
   # per-image matching and loss loop
   vpart ssd && timeout "${SSD_LIMIT:-140}" $PY perf/perf_variants.py ssd "" "perf.batched_loss=true" \
@@ -63,13 +66,15 @@ if part variants; then
   vpart ncf && timeout "${NCF_VARIANT_LIMIT:-200}" $PY perf/perf_variants.py ncf "" "$F" "$F perf.cuda_graphs=true" \
     "$F perf.compile=true" "$F perf.compile=true perf.cuda_graphs=true" "${steps[@]}"
   # GNMT and Mask R-CNN (measured 2026-12-06: x1.152 and x1.376, now in perf/h200.yaml). GNMT: the attention's
-  # [B, T, S, H] tanh is one fusable expression; the whole model compiles with a graph break at
-  # pack_padded_sequence's host lengths; after compile ~1,000 launches a step remain (profile);
-  # reduce-overhead (CUDA graphs of the compiled pieces between the breaks) was x1.152 vs compile's
-  # x1.183 (H100, 2026-12-06). Mask R-CNN: the ResNet-50 FPN backbone at fixed shapes
-  vpart gnmt && timeout "${GNMT_LIMIT:-200}" $PY perf/perf_variants.py gnmt "" "$F" \
+  # [B, T, S, H] tanh is one fusable expression; after compile ~1,000 launches a step remain and 30 %
+  # of it is idle (profile); reduce-overhead was x1.152 vs compile's x1.183 (H100, 2026-12-06) with a
+  # graph break at packing. Branch gnmt-host-lengths: lengths and token counts on the host, no
+  # packing for a batch without padding, so the step has no host sync: the whole step in one CUDA
+  # graph (perf.cuda_graphs), with and without compile. Mask R-CNN: the ResNet-50 FPN backbone
+  vpart gnmt && timeout "${GNMT_LIMIT:-300}" $PY perf/perf_variants.py gnmt "" "$F" \
     "$F perf.compile=true perf.compile_modules=[attention]" "$F perf.compile=true" \
-    "$F perf.compile=true perf.compile_mode=reduce-overhead" "${steps[@]}"
+    "$F perf.compile=true perf.compile_mode=reduce-overhead" "$F perf.cuda_graphs=true" \
+    "$F perf.compile=true perf.compile_modules=[attention] perf.cuda_graphs=true" "${steps[@]}"
   vpart maskrcnn && timeout "${MASKRCNN_LIMIT:-150}" $PY perf/perf_variants.py maskrcnn "" "$F" \
     "$F perf.compile=true perf.compile_modules=[backbone]" "${steps[@]}"
 fi

@@ -10,10 +10,11 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from t4bench.benchmarks.ncf_gpu import GpuNegativeSampler
+from t4bench.benchmarks.seq2seq_parts import collate
 from t4bench.data.movielens import LeaveOneOut
 from t4bench.pytorch.context import RunContext
 from t4bench.pytorch.perf import PerfConfigError, PerfOptions
-from t4bench.pytorch.perf_step import build_step, prefetched
+from t4bench.pytorch.perf_step import _replayable, build_step, prefetched
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 CPU = torch.device("cpu")
@@ -153,6 +154,19 @@ def small_data() -> LeaveOneOut:
         test_items=np.zeros(20, dtype=np.int64),
         positive_keys=keys,
     )
+
+
+def test_a_captured_step_replays_only_batches_with_its_shapes_and_host_values() -> None:
+    # translation batches carry lengths and token counts as host ints, which a captured step has
+    # baked in: same tensor shapes with other lengths must run eagerly, not replay
+    static = collate([([5, 6, 7], [8, 9]), ([5, 6, 7], [8, 9])])
+    assert _replayable(static, collate([([9, 9, 9], [4, 4]), ([6, 6, 6], [5, 5])]))
+    padded = collate([([5, 6, 7], [8, 9]), ([5, 6], [8, 9])])  # same shapes, a padded source
+    assert padded.src.shape == static.src.shape and not _replayable(static, padded)
+    assert not _replayable(static, collate([([5, 6, 7], [8, 9, 4]), ([5, 6, 7], [8])]))  # tokens equal, shape not
+    assert _replayable((torch.zeros(2, 3), torch.ones(2)), (torch.ones(2, 3), torch.zeros(2)))
+    assert not _replayable((torch.zeros(2, 3), torch.ones(2)), (torch.zeros(3, 3), torch.ones(2)))
+    assert not _replayable((torch.zeros(2),), (torch.zeros(2, dtype=torch.float16),))
 
 
 def test_gpu_sampler_negatives_are_unseen_and_shards_disjoint() -> None:

@@ -72,7 +72,8 @@ def test_warmup_batches_have_epoch_ones_shapes_and_no_training_tokens() -> None:
     assert counts == sorted(counts, reverse=True)
     for batch in generated:
         assert not (batch.src == PAD).any() and not (batch.tgt_out == PAD).any()
-        assert torch.equal(batch.src_len, torch.full_like(batch.src_len, batch.src.shape[1]))
+        assert batch.src_len == (batch.src.shape[1],) * batch.src.shape[0]
+        assert batch.tokens == batch.tgt_out.numel()
         assert torch.equal(batch.tgt_in[:, 1:], batch.tgt_out[:, :-1])
     assert len(bench.warmup_batches(2)) == 2
 

@@ -10,7 +10,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import DATA_ROOT
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from t4bench.benchmarks.gnmt import GNMT
 from t4bench.benchmarks.seq2seq_parts import (
     BOS,
     EOS,
@@ -208,9 +210,54 @@ def test_tokenizer_round_trips_the_prepared_test_split(kind: str) -> None:
 def test_collate_pads_and_shifts_the_target() -> None:
     batch = collate([([5, 6, 7], [8, 9]), ([5], [8, 9, 10, 11])])
     assert batch.src.tolist() == [[5, 6, 7], [5, PAD, PAD]]
-    assert batch.src_len.tolist() == [3, 1]
+    assert batch.src_len == (3, 1)
     assert batch.tgt_in.tolist() == [[BOS, 8, 9, PAD, PAD], [BOS, 8, 9, 10, 11]]
     assert batch.tgt_out.tolist() == [[8, 9, EOS, PAD, PAD], [8, 9, 10, 11, EOS]]
+    assert batch.tokens == int((batch.tgt_out != PAD).sum()) == 8  # counted on the host
+
+
+def test_gnmt_encodes_a_batch_without_padding_unpacked_as_packing_would() -> None:
+    # a batch without padding skips pack_padded_sequence (no host-device copies a step): the
+    # bidirectional layer must give what the packed path gives, and in training the dropout after
+    # it must draw the same mask (it follows the memory layout)
+    torch.manual_seed(0)
+    model = GNMT(vocab_size=50, hidden=16, num_layers=3, dropout=0.3).train()
+    x = torch.randn(3, 7, 16)
+    outputs = []
+    for pack in (True, False):
+        torch.manual_seed(1)
+        y = model.bidirectional(x, (7, 7, 7), pack=pack)
+        outputs.append((y, model.dropout(y)))
+    torch.testing.assert_close(outputs[0][0], outputs[1][0], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(outputs[0][1], outputs[1][1], rtol=1e-5, atol=1e-6)
+    # the packed path sorts on the host: the same values as torch's own unsorted packing, gradients
+    # of the weights included, with tied lengths in a batch of more than 16 rows (where a stable
+    # sort and torch's order tied rows differently)
+    lengths = tuple(int(n) for n in torch.randint(2, 8, (24,), generator=torch.Generator().manual_seed(3)))
+    assert len(set(lengths)) < len(lengths) and max(lengths) == 7
+    x = torch.randn(24, 7, 16, requires_grad=True)
+
+    def torch_packing(inputs: torch.Tensor) -> torch.Tensor:
+        packed = pack_padded_sequence(inputs, torch.tensor(lengths), batch_first=True, enforce_sorted=False)
+        return pad_packed_sequence(model.enc_bi(packed)[0], batch_first=True, total_length=7)[0]
+
+    results = []
+    for encode in (torch_packing, lambda inputs: model.bidirectional(inputs, lengths, pack=True)):
+        model.zero_grad()
+        x.grad = None
+        out = encode(x)
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        results.append([out.detach(), x.grad.clone(), *(p.grad.clone() for p in model.enc_bi.parameters())])
+    for ours, reference in zip(results[1], results[0], strict=True):
+        torch.testing.assert_close(ours, reference, rtol=0, atol=0)
+    # encode picks the path: a padded batch packs, so its other rows are as in the unpadded batch
+    model.eval()
+    src = torch.randint(4, 50, (3, 7))
+    with torch.no_grad():
+        full, shorter = model.encode(src, (7, 7, 7)), model.encode(src, (7, 5, 7))
+    assert full.shape == (3, 7, 32 // 2)
+    torch.testing.assert_close(shorter[[0, 2]], full[[0, 2]], rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(shorter[1, :5], full[1, :5], atol=1e-4)  # row 1's backward direction
 
 
 def test_bucketed_batches_cover_every_pair_once_and_group_lengths() -> None:

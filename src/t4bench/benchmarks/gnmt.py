@@ -9,6 +9,7 @@ Data, loss (label smoothing), greedy decoding and BLEU are `t4bench.benchmarks.s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -17,6 +18,14 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from t4bench.benchmarks.seq2seq import TranslationBenchmark
 from t4bench.benchmarks.seq2seq_parts import PAD
+
+
+def _host_to(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A small host tensor on `device` without waiting for the GPU: a blocking copy would wait for
+    every kernel queued before it; from pinned memory the copy is queued like a kernel."""
+    if device.type != "cuda":
+        return tensor
+    return tensor.pin_memory().to(device, non_blocking=True)
 
 
 class AdditiveAttention(nn.Module):
@@ -62,10 +71,28 @@ class GNMT(nn.Module):
             if name.startswith(("enc", "dec")):  # the LSTMs, as NVIDIA's GNMT initialises them
                 nn.init.uniform_(param, -0.1, 0.1)
 
-    def encode(self, src: torch.Tensor, src_len: torch.Tensor) -> torch.Tensor:
-        x = self.dropout(self.src_embed(src))
-        packed = pack_padded_sequence(x, src_len.cpu(), batch_first=True, enforce_sorted=False)
-        x, _ = pad_packed_sequence(self.enc_bi(packed)[0], batch_first=True, total_length=src.size(1))
+    def bidirectional(self, x: torch.Tensor, src_len: Sequence[int], pack: bool) -> torch.Tensor:
+        """The bidirectional layer over x [B, S, H]: packed by `src_len` (the backward direction
+        starts at each sentence's end, not in its padding), or, for a batch without padding, as
+        it is. Neither waits for the GPU: torch's own unsorted packing copies its sort order to the
+        GPU and its inverse back with blocking copies (two host syncs a step); here both orders are
+        made on the host and sent ahead from pinned memory."""
+        if not pack:
+            # contiguous as pad_packed_sequence's output is: the next dropout's mask follows the
+            # memory layout, and both paths must draw the same one
+            return self.enc_bi(x)[0].contiguous()
+        # torch's own sort on the host, as its packing does: tied lengths land in the same order,
+        # so even the weights' gradients (summed over the packed rows) are the same to the bit
+        lengths, order = torch.sort(torch.tensor(src_len, dtype=torch.long), descending=True)
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(order.numel())
+        index, unsort = _host_to(torch.stack([order, inverse]), x.device).unbind(0)
+        packed = pack_padded_sequence(x.index_select(0, index), lengths, batch_first=True, enforce_sorted=True)
+        out = pad_packed_sequence(self.enc_bi(packed)[0], batch_first=True, total_length=x.size(1))[0]
+        return out.index_select(0, unsort)
+
+    def encode(self, src: torch.Tensor, src_len: Sequence[int]) -> torch.Tensor:
+        x = self.bidirectional(self.dropout(self.src_embed(src)), src_len, pack=min(src_len) < src.size(1))
         for i, layer in enumerate(self.enc):
             y, _ = layer(self.dropout(x))
             x = y + x if i >= 1 else y
@@ -85,16 +112,16 @@ class GNMT(nn.Module):
             x = y + x if i >= 1 else y
         return self.classifier(self.dropout(x)), new_hidden
 
-    def _memory(self, src: torch.Tensor, src_len: torch.Tensor) -> dict[str, torch.Tensor]:
+    def _memory(self, src: torch.Tensor, src_len: Sequence[int]) -> dict[str, torch.Tensor]:
         values = self.encode(src, src_len)
         return {"values": values, "keys": self.attention.key(values), "pad_mask": src == PAD}
 
-    def forward(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+    def forward(self, src: torch.Tensor, src_len: Sequence[int], tgt_in: torch.Tensor) -> torch.Tensor:
         memory = self._memory(src, src_len)
         logits, _ = self.decode(self.tgt_embed(tgt_in), memory, [None] * (len(self.dec) + 1))
         return logits
 
-    def start(self, src: torch.Tensor, src_len: torch.Tensor) -> dict[str, Any]:
+    def start(self, src: torch.Tensor, src_len: Sequence[int]) -> dict[str, Any]:
         return {"memory": self._memory(src, src_len), "hidden": [None] * (len(self.dec) + 1)}
 
     def step(self, state: dict[str, Any], prev: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:

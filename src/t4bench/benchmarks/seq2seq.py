@@ -21,7 +21,6 @@ from torch.utils.data import DataLoader, Dataset
 
 from t4bench.benchmark import Benchmark
 from t4bench.benchmarks.seq2seq_parts import (
-    PAD,
     UNK,
     Tokenizer,
     TranslationBatch,
@@ -189,12 +188,12 @@ class TranslationBenchmark(Benchmark):
         """Random tokens (never PAD/BOS/EOS/UNK) in one batch shape, every source full length."""
         src = torch.randint(4, self.vocab_size, (rows, src_len), generator=generator)
         tgt = torch.randint(4, self.vocab_size, (rows, tgt_len + 1), generator=generator)
-        return TranslationBatch(src, torch.full((rows,), src_len, dtype=torch.long), tgt[:, :-1], tgt[:, 1:])
+        return TranslationBatch(src, (src_len,) * rows, tgt[:, :-1], tgt[:, 1:], rows * tgt_len)
 
     def loss(self, model: nn.Module, batch: TranslationBatch) -> tuple[torch.Tensor, int]:
         logits = model(batch.src, batch.src_len, batch.tgt_in)
         loss = label_smoothed_loss(logits, batch.tgt_out, float(self.model_cfg.arch.label_smoothing))
-        return loss, int((batch.tgt_out != PAD).sum())
+        return loss, batch.tokens
 
     def translate(self, model: nn.Module, sentences_ids: Sequence[Sequence[int]]) -> list[str]:
         assert self.tokenizer is not None
@@ -204,9 +203,8 @@ class TranslationBenchmark(Benchmark):
         out: dict[int, list[int]] = {}
         for rows in chunked(order, size):
             batch = collate([(sentences_ids[i] or [UNK], []) for i in rows])
-            src, src_len = batch.src.to(device), batch.src_len.to(device)
-            max_len = int(src_len.max() * 3 // 2) + 5
-            out.update(zip(rows, greedy_decode(model, src, src_len, max_len), strict=True))
+            max_len = max(batch.src_len) * 3 // 2 + 5
+            out.update(zip(rows, greedy_decode(model, batch.src.to(device), batch.src_len, max_len), strict=True))
         return self.tokenizer.decode([out[i] for i in range(len(sentences_ids))])
 
     def evaluate(self, model: nn.Module) -> Mapping[str, float]:

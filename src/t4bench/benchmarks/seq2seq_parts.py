@@ -4,7 +4,8 @@ sinusoidal positions.
 
 A translation model used here is an `nn.Module` with
 - `forward(src, src_len, tgt_in) -> logits [B, T, V]` (teacher forcing), and
-- `start(src, src_len) -> state` and `step(state, prev [B]) -> (logits [B, V], state)` for decoding.
+- `start(src, src_len) -> state` and `step(state, prev [B]) -> (logits [B, V], state)` for decoding,
+where `src_len` is the source lengths as host ints (a batch's `src_len`).
 """
 
 from __future__ import annotations
@@ -45,14 +46,19 @@ class Tokenizer:
 
 class TranslationBatch(NamedTuple):
     src: torch.Tensor  # [B, S] padded with PAD
-    src_len: torch.Tensor  # [B]
+    # [B] source lengths as host ints, never moved to the GPU (to_device leaves ints alone): GNMT
+    # packs its sequences by them, and reading a GPU copy back each step would stall the host
+    src_len: tuple[int, ...]
     tgt_in: torch.Tensor  # [B, T]: BOS + target
     tgt_out: torch.Tensor  # [B, T]: target + EOS
+    # tgt_out's non-PAD positions (the loss's tokens, the throughput unit), counted on the host:
+    # counting them on the GPU each step made the host wait for the step before
+    tokens: int
 
 
 def collate(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> TranslationBatch:
-    src_len = torch.tensor([len(s) for s, _ in pairs], dtype=torch.long)
-    src = torch.full((len(pairs), int(src_len.max())), PAD, dtype=torch.long)
+    src_len = tuple(len(s) for s, _ in pairs)
+    src = torch.full((len(pairs), max(src_len)), PAD, dtype=torch.long)
     tgt_width = max(len(t) for _, t in pairs) + 1
     tgt_in = torch.full((len(pairs), tgt_width), PAD, dtype=torch.long)
     tgt_out = torch.full((len(pairs), tgt_width), PAD, dtype=torch.long)
@@ -60,7 +66,7 @@ def collate(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> Translation
         src[row, : len(s)] = torch.tensor(s, dtype=torch.long)
         tgt_in[row, : len(t) + 1] = torch.tensor([BOS, *t], dtype=torch.long)
         tgt_out[row, : len(t) + 1] = torch.tensor([*t, EOS], dtype=torch.long)
-    return TranslationBatch(src, src_len, tgt_in, tgt_out)
+    return TranslationBatch(src, src_len, tgt_in, tgt_out, sum(len(t) + 1 for _, t in pairs))
 
 
 def bucketed_batches(
@@ -87,7 +93,7 @@ def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, smoothing: f
 
 
 @torch.no_grad()
-def greedy_decode(model: Any, src: torch.Tensor, src_len: torch.Tensor, max_len: int) -> list[list[int]]:
+def greedy_decode(model: Any, src: torch.Tensor, src_len: Sequence[int], max_len: int) -> list[list[int]]:
     """Greedy (argmax) decoding; each output stops at its first EOS."""
     state = model.start(src, src_len)
     prev = torch.full((src.size(0),), BOS, dtype=torch.long, device=src.device)

@@ -8,6 +8,7 @@ smoothing), greedy decoding and BLEU are `t4bench.benchmarks.seq2seq`'s.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -69,11 +70,11 @@ class Transformer(nn.Module):
             memory_key_padding_mask=pad_mask,
         )
 
-    def forward(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+    def forward(self, src: torch.Tensor, src_len: Sequence[int], tgt_in: torch.Tensor) -> torch.Tensor:
         memory, pad_mask = self.encode(src)
         return self.decode(tgt_in, memory, pad_mask) @ self.embed.weight.t()
 
-    def start(self, src: torch.Tensor, src_len: torch.Tensor) -> dict[str, Any]:
+    def start(self, src: torch.Tensor, src_len: Sequence[int]) -> dict[str, Any]:
         memory, pad_mask = self.encode(src)
         return {"memory": memory, "pad_mask": pad_mask, "prefix": src.new_zeros((src.size(0), 0))}
 

@@ -51,7 +51,8 @@ class GraphStep:
     """The first `warmup` calls run eagerly on a side stream (real steps; they let lazy state such
     as optimizer moments and cuBLAS workspaces exist before capture); the next call captures the
     step and replays it, and every later call copies its batch into the captured input tensors and
-    replays. A batch of another shape (an epoch's last, short batch) runs eagerly instead.
+    replays. A batch of another shape (an epoch's last, short batch), or whose host values differ
+    (translation lengths and token counts, which the captured step has baked in), runs eagerly.
 
     The learning rate becomes a device tensor at capture (a Python float would be frozen into the
     graph); the loop keeps writing floats into `param_groups`, which are copied into it before each
@@ -77,7 +78,7 @@ class GraphStep:
             return self._on_side_stream(batch)
         if self.graph is None:
             self._capture(batch)
-        elif not _same_shapes(self.static_batch, batch):
+        elif not _replayable(self.static_batch, batch):
             return self.eager(batch)
         else:
             _copy_into(self.static_batch, batch)
@@ -169,14 +170,21 @@ def prefetched(batches: Iterable[Any], ctx: RunContext) -> Iterator[Any]:
     yield ready
 
 
-def _leaves(batch: Any) -> list[torch.Tensor]:
-    if isinstance(batch, torch.Tensor):
-        return [batch]
+def _walk(batch: Any) -> Iterator[Any]:
+    """Every leaf of a (nested) batch: tensors, and host values such as a translation batch's
+    lengths."""
     if isinstance(batch, Mapping):
-        return [leaf for value in batch.values() for leaf in _leaves(value)]
-    if isinstance(batch, Sequence) and not isinstance(batch, str):
-        return [leaf for value in batch for leaf in _leaves(value)]
-    return []
+        for value in batch.values():
+            yield from _walk(value)
+    elif isinstance(batch, Sequence) and not isinstance(batch, str):
+        for value in batch:
+            yield from _walk(value)
+    else:
+        yield batch
+
+
+def _leaves(batch: Any) -> list[torch.Tensor]:
+    return [leaf for leaf in _walk(batch) if isinstance(leaf, torch.Tensor)]
 
 
 def _record_on(batch: Any, stream: torch.cuda.Stream) -> None:
@@ -186,11 +194,16 @@ def _record_on(batch: Any, stream: torch.cuda.Stream) -> None:
             tensor.record_stream(stream)
 
 
-def _same_shapes(a: Any, b: Any) -> bool:
-    left, right = _leaves(a), _leaves(b)
-    return len(left) == len(right) and all(
-        x.shape == y.shape and x.dtype == y.dtype for x, y in zip(left, right, strict=True)
-    )
+def _replayable(static: Any, batch: Any) -> bool:
+    """`batch` fits the captured step: tensors of the same shapes and dtypes, the same host values."""
+    left, right = list(_walk(static)), list(_walk(batch))
+
+    def same(x: Any, y: Any) -> bool:
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
+            return x.shape == y.shape and x.dtype == y.dtype
+        return not isinstance(x, torch.Tensor) and not isinstance(y, torch.Tensor) and x == y
+
+    return len(left) == len(right) and all(same(x, y) for x, y in zip(left, right, strict=True))
 
 
 def _copy_into(static: Any, batch: Any) -> None:
