@@ -33,8 +33,12 @@ declare -A args=(
   [resnet50-synthetic]="model=resnet50 input=synthetic"
   [ssd-synthetic]="model=ssd input=synthetic"
   [maskrcnn-synthetic]="model=maskrcnn input=synthetic"
+  # the translation and NCF profiles' synthetic-only options (compile, whole-step CUDA graph)
+  [gnmt-synthetic]="model=gnmt input=synthetic"
+  [transformer-synthetic]="model=transformer input=synthetic"
+  [ncf-synthetic]="model=ncf input=synthetic"
 )
-cases=${CASES:-ncf gnmt transformer resnet50 ssd maskrcnn resnet50-synthetic ssd-synthetic maskrcnn-synthetic}
+cases=${CASES:-ncf gnmt transformer resnet50 ssd maskrcnn resnet50-synthetic ssd-synthetic maskrcnn-synthetic gnmt-synthetic}
 # TOGETHER: cases run side by side after the others (when device time is short); their rows say
 # how many shared the GPU, and their seconds are not the GPU's own. BUDGET_S: no case starts after it.
 together=${TOGETHER:-}
@@ -51,6 +55,9 @@ one_case() {  # case, sharing
   echo "$case: exit $status after $((SECONDS - started)) s"
   ((status == 0)) || tail -5 "$work/$case.log"
 }
+for case in $cases $together; do  # a misspelt case would run the default model under its name
+  [[ -n ${args[$case]:-} ]] || { echo "gpu_smoke: unknown case '$case' (one of: ${!args[*]})" >&2; exit 2; }
+done
 for case in $cases; do
   if ((SECONDS > budget)); then echo "$case: not started (BUDGET_S=$budget reached)"; continue; fi
   one_case "$case" 1
