@@ -52,8 +52,8 @@ if part variants; then
     "$F perf.compile=true perf.cuda_graphs=true" "${steps[@]}"
   # Transformer: host-bound after compile (59 % of the step idle, docs/perf.md's profile): CUDA
   # graphs through inductor (reduce-overhead) at the suite's fixed shapes
-  # (branch gnmt-host-lengths: the token count is read on the host, so the step has no host sync
-  # and the whole step can be one CUDA graph)
+  # (the token count is read on the host, so the step has no host sync and the whole step can be
+  # one CUDA graph: + compile x1.669 vs compile's x1.622, one H100, 2026-12-06, tree 1f4056e)
   vpart transformer && timeout "${TRANSFORMER_LIMIT:-120}" $PY perf/perf_variants.py transformer "" "$F" \
     "$F perf.compile=true" "$F perf.compile=true perf.compile_mode=reduce-overhead" "$F perf.cuda_graphs=true" \
     "$F perf.compile=true perf.cuda_graphs=true" "${steps[@]}"
@@ -68,9 +68,9 @@ if part variants; then
   # GNMT and Mask R-CNN (measured 2026-12-06: x1.152 and x1.376, now in perf/h200.yaml). GNMT: the attention's
   # [B, T, S, H] tanh is one fusable expression; after compile ~1,000 launches a step remain and 30 %
   # of it is idle (profile); reduce-overhead was x1.152 vs compile's x1.183 (H100, 2026-12-06) with a
-  # graph break at packing. Branch gnmt-host-lengths: lengths and token counts on the host, no
-  # packing for a batch without padding, so the step has no host sync: the whole step in one CUDA
-  # graph (perf.cuda_graphs), with and without compile. Mask R-CNN: the ResNet-50 FPN backbone
+  # graph break at packing. Since 1f4056e lengths and token counts are on the host and a batch
+  # without padding is not packed, so the step has no host sync: attention compile + the whole step
+  # in one CUDA graph x1.345 (H100, now in perf/h100 and perf/h200). Mask R-CNN: the FPN backbone
   vpart gnmt && timeout "${GNMT_LIMIT:-300}" $PY perf/perf_variants.py gnmt "" "$F" \
     "$F perf.compile=true perf.compile_modules=[attention]" "$F perf.compile=true" \
     "$F perf.compile=true perf.compile_mode=reduce-overhead" "$F perf.cuda_graphs=true" \
