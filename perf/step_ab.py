@@ -12,7 +12,11 @@ loop and the Trainer's train_steps at perf=default, without MLflow and telemetry
 perf/process_gap.py measures), warmed up, then timed round after round: bare then Trainer in even
 rounds, Trainer then bare in odd ones, so a drift over the run weighs on both alike. Per round the
 ratio is bare's step time over the Trainer's (above 1: t4bench faster); the summary is the
-geometric mean of the rounds with scipy's bootstrap 95 % CI and the spread of the rounds.
+geometric mean of the rounds with scipy's bootstrap 95 % CI, and the median of the rounds with its
+own (percentile) bootstrap CI, and the spread of the rounds. Why the median too: on an H100 SSD's
+blocks swung ±12 % inside one process (2026-12-06), and one slow block moves the mean of eight
+rounds by more than the 1 % to be resolved; many short blocks and their median keep the comparison
+on what the two loops do, not on which block a host stall fell into.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -47,18 +52,27 @@ class ABResult:
     ratio: float  # geometric mean of the rounds' bare_ms / same_ms: t4bench's speed relative to bare
     ci_low: float  # bootstrap 95 % CI of that mean (nan with fewer than 3 rounds)
     ci_high: float
+    median_ratio: float  # median of the rounds' ratios
+    median_ci_low: float  # its bootstrap 95 % CI (percentile; nan with fewer than 3 rounds)
+    median_ci_high: float
     ratio_each: str  # each round's ratio, in order
+
+
+def _bootstrap(values: np.ndarray, statistic: Any, method: str) -> tuple[float, float]:
+    """scipy's bootstrap 95 % CI of `statistic`; nan with fewer than 3 values; a point without spread."""
+    if len(values) < 3:
+        return math.nan, math.nan
+    if np.ptp(values) == 0:  # the bootstrap needs a spread to resample
+        return float(values[0]), float(values[0])
+    ci = stats.bootstrap((values,), statistic, confidence_level=0.95, n_resamples=10_000, method=method, random_state=0)
+    return float(ci.confidence_interval.low), float(ci.confidence_interval.high)
 
 
 def summarize(model: str, device: str, steps: int, bare: list[float], same: list[float]) -> ABResult:
     ratios = np.array(bare) / np.array(same)
     logs = np.log(ratios)
-    low = high = math.nan
-    if len(ratios) >= 3 and np.ptp(logs) > 0:  # the bootstrap needs a spread to resample
-        ci = stats.bootstrap((logs,), np.mean, confidence_level=0.95, n_resamples=10_000, random_state=0)
-        low, high = math.exp(ci.confidence_interval.low), math.exp(ci.confidence_interval.high)
-    elif len(ratios) >= 3:
-        low = high = float(ratios[0])
+    low, high = (math.exp(v) for v in _bootstrap(logs, np.mean, "BCa"))
+    median_low, median_high = _bootstrap(ratios, np.median, "percentile")
     return ABResult(
         model=model,
         device=device,
@@ -69,6 +83,9 @@ def summarize(model: str, device: str, steps: int, bare: list[float], same: list
         ratio=math.exp(float(logs.mean())),
         ci_low=low,
         ci_high=high,
+        median_ratio=float(np.median(ratios)),
+        median_ci_low=median_low,
+        median_ci_high=median_high,
         ratio_each=" ".join(f"{r:.4f}" for r in ratios),
     )
 
@@ -121,7 +138,8 @@ def main(argv: list[str]) -> None:
     for r in results:
         print(
             f"  {r.model:12s} bare {r.bare_ms:8.2f} ms  same {r.same_ms:8.2f} ms  ratio {r.ratio:.4f}"
-            f" (95% CI {r.ci_low:.4f}-{r.ci_high:.4f}, n={r.rounds}; rounds {r.ratio_each})"
+            f" (95% CI {r.ci_low:.4f}-{r.ci_high:.4f}, n={r.rounds}); median {r.median_ratio:.4f}"
+            f" (95% CI {r.median_ci_low:.4f}-{r.median_ci_high:.4f}); rounds {r.ratio_each}"
         )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from t4bench.benchmarks.seq2seq_parts import collate
 from t4bench.data.movielens import LeaveOneOut
 from t4bench.pytorch.context import RunContext
 from t4bench.pytorch.perf import PerfConfigError, PerfOptions
-from t4bench.pytorch.perf_step import _replayable, build_step, prefetched
+from t4bench.pytorch.perf_step import _fit_key, _walk, build_step, prefetched
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 CPU = torch.device("cpu")
@@ -156,6 +157,11 @@ def small_data() -> LeaveOneOut:
     )
 
 
+def _replayable(static: Any, batch: Any) -> bool:
+    """GraphStep's test: a batch replays the captured step when its fit key equals the captured one."""
+    return _fit_key(static)[0] == _fit_key(batch)[0]
+
+
 def test_a_captured_step_replays_only_batches_with_its_shapes_and_host_values() -> None:
     # translation batches carry lengths and token counts as host ints, which a captured step has
     # baked in: same tensor shapes with other lengths must run eagerly, not replay
@@ -167,6 +173,21 @@ def test_a_captured_step_replays_only_batches_with_its_shapes_and_host_values() 
     assert _replayable((torch.zeros(2, 3), torch.ones(2)), (torch.ones(2, 3), torch.zeros(2)))
     assert not _replayable((torch.zeros(2, 3), torch.ones(2)), (torch.zeros(3, 3), torch.ones(2)))
     assert not _replayable((torch.zeros(2),), (torch.zeros(2, dtype=torch.float16),))
+    # a host value never fits where a tensor was, not even one that reads as its shape and dtype
+    assert not _replayable((torch.zeros(2),), ((torch.Size([2]), torch.float32),))
+    key, tensors = _fit_key(static)
+    assert [t.data_ptr() for t in tensors] == [
+        static.src.data_ptr(),
+        static.tgt_in.data_ptr(),
+        static.tgt_out.data_ptr(),
+    ]
+    assert (3, 3) in key  # the lengths are one leaf, compared whole
+
+
+def test_walk_keeps_host_number_sequences_whole_and_descends_into_the_rest() -> None:
+    a, b = torch.zeros(1), torch.ones(1)
+    assert list(_walk({"x": (1, 2.0, True), "y": [a, (b, 3)]})) == [(1, 2.0, True), a, b, 3]
+    assert list(_walk(((),))) == [()]
 
 
 def test_gpu_sampler_negatives_are_unseen_and_shards_disjoint() -> None:

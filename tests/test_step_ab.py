@@ -1,12 +1,13 @@
 """perf/step_ab.py on the CPU: both loops of a mini model built in one process and timed in
 alternating blocks; the CSV row's ratio is the geometric mean of its rounds with a bootstrap CI
-around it; bad arguments exit 2."""
+around it, and the median of the rounds with its own; bad arguments exit 2."""
 
 from __future__ import annotations
 
 import csv
 import importlib
 import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -45,6 +46,9 @@ def test_times_both_loops_in_alternating_rounds(tmp_path: Path, capsys: pytest.C
     ratio, low, high = float(row["ratio"]), float(row["ci_low"]), float(row["ci_high"])
     assert ratio == pytest.approx(math.prod(rounds) ** 0.25, rel=1e-3)
     assert low <= ratio <= high
+    median, median_low, median_high = (float(row[k]) for k in ("median_ratio", "median_ci_low", "median_ci_high"))
+    assert median == pytest.approx(statistics.median(rounds), rel=1e-3)
+    assert median_low <= median <= median_high
     # the same SSD step in both loops on one CPU: within a factor that only a broken loop leaves
     assert 0.5 < float(row["bare_ms"]) / float(row["same_ms"]) < 2.0
     printed = capsys.readouterr().out
@@ -56,8 +60,12 @@ def test_summary_is_the_geometric_mean_with_a_ci_that_covers_it() -> None:
     assert result.ratio == pytest.approx(math.prod([2.0, 2.0, 2.2, 1.95]) ** 0.25)
     assert result.ci_low < result.ratio < result.ci_high and result.ci_high <= 2.2
     assert result.bare_ms == pytest.approx(3.05) and result.same_ms == pytest.approx(1.5)
+    # one wild round moves the mean, not the median
+    wild = step_ab.summarize("x", "cpu", 5, bare=[1.0, 1.0, 1.0, 1.0, 1.5], same=[1.0, 1.0, 1.0, 1.0, 1.0])
+    assert wild.median_ratio == 1.0 and wild.ratio > 1.08 and wild.median_ci_low == 1.0
     two = step_ab.summarize("x", "cpu", 5, bare=[2.0, 2.0], same=[1.0, 1.0])
     assert two.ratio == pytest.approx(2.0) and math.isnan(two.ci_low) and math.isnan(two.ci_high)
+    assert two.median_ratio == 2.0 and math.isnan(two.median_ci_low)
 
 
 @pytest.mark.parametrize(("flag", "value"), [("--rounds", "1"), ("--steps", "0")])

@@ -9,6 +9,7 @@ is bound by kernel launches from Python, not by the GPU; one graph replay launch
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -68,6 +69,8 @@ class GraphStep:
         self.calls = 0
         self.graph: torch.cuda.CUDAGraph | None = None
         self.static_batch: Any = None
+        self.static_key: list[Any] = []  # the captured batch's fit key (see _fit_key)
+        self.static_tensors: list[torch.Tensor] = []  # its tensors, the replay's inputs
         self.static_loss: torch.Tensor | None = None
         self.units = 0
         self.lrs: list[tuple[dict[str, Any], torch.Tensor, float]] = []
@@ -78,10 +81,13 @@ class GraphStep:
             return self._on_side_stream(batch)
         if self.graph is None:
             self._capture(batch)
-        elif not _replayable(self.static_batch, batch):
-            return self.eager(batch)
         else:
-            _copy_into(self.static_batch, batch)
+            # one walk of the new batch per replay; the captured side was listed at capture
+            key, tensors = _fit_key(batch)
+            if key != self.static_key:
+                return self.eager(batch)
+            for target, source in zip(self.static_tensors, tensors, strict=True):
+                target.copy_(source, non_blocking=True)
         self._load_lrs()
         assert self.graph is not None and self.static_loss is not None
         self.graph.replay()
@@ -97,6 +103,7 @@ class GraphStep:
 
     def _capture(self, batch: Any) -> None:
         self.static_batch = _clone(batch)
+        self.static_key, self.static_tensors = _fit_key(self.static_batch)
         for group in self.optimizer.param_groups:
             value = float(group["lr"])
             group["lr"] = torch.tensor(value, device=self.ctx.device)
@@ -170,13 +177,20 @@ def prefetched(batches: Iterable[Any], ctx: RunContext) -> Iterator[Any]:
     yield ready
 
 
+_HOST_NUMBERS = frozenset({int, float, bool})
+
+
 def _walk(batch: Any) -> Iterator[Any]:
     """Every leaf of a (nested) batch: tensors, and host values such as a translation batch's
-    lengths."""
+    lengths. A plain tuple or list of host numbers (GNMT's 128 source lengths) is one leaf, compared
+    whole, not 128 generator steps."""
     if isinstance(batch, Mapping):
         for value in batch.values():
             yield from _walk(value)
     elif isinstance(batch, Sequence) and not isinstance(batch, str):
+        if not hasattr(batch, "_fields") and all(type(value) in _HOST_NUMBERS for value in batch):
+            yield batch
+            return
         for value in batch:
             yield from _walk(value)
     else:
@@ -194,21 +208,27 @@ def _record_on(batch: Any, stream: torch.cuda.Stream) -> None:
             tensor.record_stream(stream)
 
 
-def _replayable(static: Any, batch: Any) -> bool:
-    """`batch` fits the captured step: tensors of the same shapes and dtypes, the same host values."""
-    left, right = list(_walk(static)), list(_walk(batch))
+@dataclass(frozen=True)
+class _TensorLeaf:
+    """A tensor's place in a fit key: its shape and dtype, never its values. Not a tuple: it equals
+    only another _TensorLeaf, so a tensor never fits where a host value was."""
 
-    def same(x: Any, y: Any) -> bool:
-        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
-            return x.shape == y.shape and x.dtype == y.dtype
-        return not isinstance(x, torch.Tensor) and not isinstance(y, torch.Tensor) and x == y
-
-    return len(left) == len(right) and all(same(x, y) for x, y in zip(left, right, strict=True))
+    shape: torch.Size
+    dtype: torch.dtype
 
 
-def _copy_into(static: Any, batch: Any) -> None:
-    for target, source in zip(_leaves(static), _leaves(batch), strict=True):
-        target.copy_(source, non_blocking=True)
+def _fit_key(batch: Any) -> tuple[list[Any], list[torch.Tensor]]:
+    """(fit key, tensors) of a batch in one walk. A batch fits the captured step when its key equals
+    the captured one: tensors of the same shapes and dtypes, the same host values."""
+    key: list[Any] = []
+    tensors: list[torch.Tensor] = []
+    for leaf in _walk(batch):
+        if isinstance(leaf, torch.Tensor):
+            key.append(_TensorLeaf(leaf.shape, leaf.dtype))
+            tensors.append(leaf)
+        else:
+            key.append(leaf)
+    return key, tensors
 
 
 def _clone(batch: Any) -> Any:
