@@ -11,12 +11,16 @@
 # CSV columns: case, model, command, exit, outcome, epochs, time_to_train_s, throughput,
 # throughput_unit, peak_gpu_memory_gib, wall_s, runs_on_gpu (1: alone), gpu, git_commit. Written to $SMOKE_CSV (default
 # $RESULTS/gpu_smoke.csv); commit it as perf/results/gpu_smoke_<gpu>.csv. CASES picks cases.
+# PERF=<profile>: every case with perf=<profile> instead of the card's own (hw's), e.g. PERF=h200 on
+# an H100 when no H200 comes: the H200's settings (NCF's GPU-resident data and whole-step graph,
+# ResNet-50 and Mask R-CNN compile) run, on the other card; the command column says so.
 # The runs go one after another, alone on the GPU, so their seconds are the GPU's own (except the
 # TOGETHER cases, marked in runs_on_gpu).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 HW=${HW:-h200}
+perf=${PERF:+perf=$PERF}
 work=${OUT:-/tmp/t4bench_smoke}/smoke
 mkdir -p "$work"
 csv=${SMOKE_CSV:-${RESULTS:-$work}/gpu_smoke.csv}
@@ -47,10 +51,10 @@ budget=${BUDGET_S:-100000}
 one_case() {  # case, sharing
   local case=$1 shared=$2 started=$SECONDS extra status
   read -r -a extra <<<"${args[$case]}"
-  $PY -m t4bench "${extra[@]}" "hw=$HW" seed=0 progress=plain "+tracking.tags.smoke=$case" \
+  $PY -m t4bench "${extra[@]}" "hw=$HW" ${perf:+"$perf"} seed=0 progress=plain "+tracking.tags.smoke=$case" \
     "hydra.run.dir=$work/$case" >"$work/$case.log" 2>&1
   status=$?
-  printf '%s\t%s\t%s\t%s\t%s\n' "$case" "python -m t4bench ${args[$case]} hw=$HW" "$status" \
+  printf '%s\t%s\t%s\t%s\t%s\n' "$case" "python -m t4bench ${args[$case]} hw=$HW${perf:+ $perf}" "$status" \
     "$((SECONDS - started))" "$shared" >>"$work/cases.tsv"
   echo "$case: exit $status after $((SECONDS - started)) s"
   ((status == 0)) || tail -5 "$work/$case.log"
