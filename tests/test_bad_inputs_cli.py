@@ -82,6 +82,8 @@ def refused(tmp_path: Path, store: Path, *args: str, env: dict[str, str] | None 
     [
         (["model=nope"], "model=nope: no such option; choose one of gnmt, maskrcnn, ncf, resnet50, ssd, transformer"),
         (["hw=h2000"], "hw=h2000: no such option (did you mean h200?); choose one of a100, auto, cpu, h100, h200"),
+        # the perf group was optional: a misspelt profile ran the plain eager loop without a word
+        (["perf=h20"], "perf=h20: no such option (did you mean h200?); choose one of a100, auto, cpu, default, h100"),
         (["model.lrr=0.1"], "model.lrr=0.1: no such key; did you mean model.optimizer.lr?"),
         (["model.optimzer.lr=0.1"], "model.optimzer.lr=0.1: no such key; did you mean model.optimizer.lr?"),
         (["+model.lrr=0.1"], "+model.lrr=0.1: no t4bench code reads model.lrr; did you mean model.optimizer.lr?"),
