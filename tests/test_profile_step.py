@@ -41,10 +41,12 @@ def test_profiles_every_path_into_markdown(tmp_path: Path) -> None:
         ops = re.search(r"- ([\d,]+) aten ops", section)
         assert ops and int(ops.group(1).replace(",", "")) > 100, name  # an SSD step is thousands of ops
         assert 0 < len(table(section)) <= profile_step.TOP
-    # the same convolutions per step whichever loop runs them: the paths do the same work
+    # the same convolutions per step whichever loop runs them: the paths do the same work. Only ops
+    # in both top-15 tables: the tables rank by time, and on a loaded host an op near the cut can
+    # rank 15th in one path and 16th in the other (a CI run, 2026-12-06)
     bare, same = table(found["ssd, bare"]), table(found["ssd, same"])
-    convolutions = [op for op in bare if "convolution" in op]
-    assert convolutions and all(bare[op] == same.get(op) for op in convolutions), (bare, same)
+    convolutions = [op for op in bare if "convolution" in op and op in same]
+    assert convolutions and all(bare[op] == same[op] for op in convolutions), (bare, same)
 
 
 def test_bad_arguments_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
