@@ -28,9 +28,10 @@ from t4bench.pytorch import perf_step
 
 def load_base(src: Path) -> ModuleType:
     path = src / "t4bench" / "pytorch" / "perf_step.py"
-    spec = importlib.util.spec_from_file_location("base_perf_step", path)
-    if not path.is_file() or spec is None or spec.loader is None:
+    if not path.is_file():
         raise SystemExit(f"--base-src {src}: no {path}")
+    spec = importlib.util.spec_from_file_location("base_perf_step", path)
+    assert spec is not None and spec.loader is not None  # a .py file that exists always has both
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

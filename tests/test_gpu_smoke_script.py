@@ -1,5 +1,6 @@
 """scripts/gpu_smoke.sh refuses a case it does not know before running anything: a misspelt case
-(or one from a newer tree) would otherwise run the default model and be written under its name."""
+(or one from a newer tree) would otherwise run the default model and be written under its name.
+PERF=<profile> reaches every run and the CSV's command column."""
 
 from __future__ import annotations
 
