@@ -15,7 +15,7 @@ from t4bench.benchmarks.seq2seq_parts import collate
 from t4bench.data.movielens import LeaveOneOut
 from t4bench.pytorch.context import RunContext
 from t4bench.pytorch.perf import PerfConfigError, PerfOptions
-from t4bench.pytorch.perf_step import _fit_key, _walk, build_step, prefetched
+from t4bench.pytorch.perf_step import CapturedBatch, _walk, build_step, prefetched
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 CPU = torch.device("cpu")
@@ -158,8 +158,8 @@ def small_data() -> LeaveOneOut:
 
 
 def _replayable(static: Any, batch: Any) -> bool:
-    """GraphStep's test: a batch replays the captured step when its fit key equals the captured one."""
-    return _fit_key(static)[0] == _fit_key(batch)[0]
+    """GraphStep's own check: a batch replays the captured step when it has inputs to copy."""
+    return CapturedBatch.of(static).inputs_for(batch) is not None
 
 
 def test_a_captured_step_replays_only_batches_with_its_shapes_and_host_values() -> None:
@@ -175,13 +175,16 @@ def test_a_captured_step_replays_only_batches_with_its_shapes_and_host_values() 
     assert not _replayable((torch.zeros(2),), (torch.zeros(2, dtype=torch.float16),))
     # a host value never fits where a tensor was, not even one that reads as its shape and dtype
     assert not _replayable((torch.zeros(2),), ((torch.Size([2]), torch.float32),))
-    key, tensors = _fit_key(static)
-    assert [t.data_ptr() for t in tensors] == [
-        static.src.data_ptr(),
-        static.tgt_in.data_ptr(),
-        static.tgt_out.data_ptr(),
+    captured = CapturedBatch.of(static)
+    new = collate([([9, 9, 9], [4, 4]), ([6, 6, 6], [5, 5])])
+    inputs = captured.inputs_for(new)
+    assert inputs is not None  # the captured tensors are the targets, the new batch's the sources
+    assert [(t.data_ptr(), s.data_ptr()) for t, s in inputs] == [
+        (static.src.data_ptr(), new.src.data_ptr()),
+        (static.tgt_in.data_ptr(), new.tgt_in.data_ptr()),
+        (static.tgt_out.data_ptr(), new.tgt_out.data_ptr()),
     ]
-    assert (3, 3) in key  # the lengths are one leaf, compared whole
+    assert (3, 3) in captured.key  # the lengths are one leaf, compared whole
 
 
 def test_walk_keeps_host_number_sequences_whole_and_descends_into_the_rest() -> None:

@@ -68,9 +68,7 @@ class GraphStep:
         self.eager = eager_step(loss_fn, model, optimizer, torch.amp.GradScaler(enabled=False), ctx)
         self.calls = 0
         self.graph: torch.cuda.CUDAGraph | None = None
-        self.static_batch: Any = None
-        self.static_key: list[Any] = []  # the captured batch's fit key (see _fit_key)
-        self.static_tensors: list[torch.Tensor] = []  # its tensors, the replay's inputs
+        self.captured: CapturedBatch | None = None  # keeps the replay's input tensors alive
         self.static_loss: torch.Tensor | None = None
         self.units = 0
         self.lrs: list[tuple[dict[str, Any], torch.Tensor, float]] = []
@@ -82,11 +80,11 @@ class GraphStep:
         if self.graph is None:
             self._capture(batch)
         else:
-            # one walk of the new batch per replay; the captured side was listed at capture
-            key, tensors = _fit_key(batch)
-            if key != self.static_key:
+            assert self.captured is not None
+            inputs = self.captured.inputs_for(batch)
+            if inputs is None:
                 return self.eager(batch)
-            for target, source in zip(self.static_tensors, tensors, strict=True):
+            for target, source in inputs:
                 target.copy_(source, non_blocking=True)
         self._load_lrs()
         assert self.graph is not None and self.static_loss is not None
@@ -102,8 +100,8 @@ class GraphStep:
         return loss, units
 
     def _capture(self, batch: Any) -> None:
-        self.static_batch = _clone(batch)
-        self.static_key, self.static_tensors = _fit_key(self.static_batch)
+        static_batch = _clone(batch)
+        self.captured = CapturedBatch.of(static_batch)
         for group in self.optimizer.param_groups:
             value = float(group["lr"])
             group["lr"] = torch.tensor(value, device=self.ctx.device)
@@ -112,7 +110,7 @@ class GraphStep:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             with self.ctx.autocast():
-                loss, self.units = self.loss_fn(self.model, self.static_batch)
+                loss, self.units = self.loss_fn(self.model, static_batch)
             loss.backward()
             self.optimizer.step()
         self.static_loss = loss.detach()
@@ -229,6 +227,29 @@ def _fit_key(batch: Any) -> tuple[list[Any], list[torch.Tensor]]:
         else:
             key.append(leaf)
     return key, tensors
+
+
+@dataclass(frozen=True, eq=False)
+class CapturedBatch:
+    """The batch a step was captured on, listed once at capture (its fit key and its tensors), so
+    that each replay walks only the new batch. GraphStep, its tests and perf/graph_fit_cost.py all
+    ask `inputs_for`, so they check with one piece of code."""
+
+    key: list[Any]
+    tensors: list[torch.Tensor]
+
+    @classmethod
+    def of(cls, batch: Any) -> CapturedBatch:
+        key, tensors = _fit_key(batch)
+        return cls(key, tensors)
+
+    def inputs_for(self, batch: Any) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+        """(captured tensor, new tensor) pairs to copy before a replay, or None when the batch does
+        not fit: another shape or dtype anywhere, or other host values."""
+        key, tensors = _fit_key(batch)
+        if key != self.key:
+            return None
+        return list(zip(self.tensors, tensors, strict=True))
 
 
 def _clone(batch: Any) -> Any:
