@@ -156,38 +156,101 @@ def sqlite_tables(path: Path) -> set[str]:
     return {str(name) for (name,) in rows}
 
 
-def _probe_sqlite(url: str, path: Path, key: str, expected: frozenset[str], kind: str) -> None:
+def _probe_sqlite(
+    url: str,
+    path: Path,
+    key: str,
+    expected: frozenset[str],
+    kind: str,
+    *,
+    must_exist: bool = False,
+    writes: bool = True,
+) -> None:
+    """An SQLite store, judged without writing a byte: read through the header and a read-only
+    connection, never through the library that would create its schema in whatever file it is given."""
     folder = path.resolve().parent
     if not folder.is_dir():  # SQLite creates the file, never its folder
         raise T4BenchError(f"{key}={url}: folder {folder} does not exist")
-    problem = writable_dir_problem(folder) or free_space_problem(folder)  # SQLite's journal goes beside it
-    if problem:
-        raise T4BenchError(f"{key}={url}: {problem}; SQLite needs to write there")
+    if not path.exists():
+        if must_exist:  # a command that only reads must not leave an empty store behind
+            raise T4BenchError(f"{key}={url}: {path} does not exist (nothing to read; check the path)")
+    elif not path.is_file():
+        raise T4BenchError(f"{key}={url}: {path} is not a file")
+    if writes:
+        problem = writable_dir_problem(folder) or free_space_problem(folder)  # SQLite's journal goes beside it
+        if problem:
+            raise T4BenchError(f"{key}={url}: {problem}; SQLite needs to write there")
     if not path.exists():
         return
-    if not path.is_file():
-        raise T4BenchError(f"{key}={url}: {path} is not a file")
     tables = _settled_tables(path, url, key, expected)
-    if tables and not expected <= tables:
+    advice = f"move it away or point {key} elsewhere"
+    if not tables:
+        raise T4BenchError(f"{key}={url}: {path} is an empty file, not {kind}; {advice}")
+    if not expected <= tables:
         shown = ", ".join(sorted(tables)[:6]) + (", ..." if len(tables) > 6 else "")
-        raise T4BenchError(f"{key}={url}: {path} is a SQLite database but not {kind} (tables: {shown})")
-    if not os.access(path, os.W_OK) or _read_only_mount(path):
+        raise T4BenchError(f"{key}={url}: {path} is a SQLite database but not {kind} (tables: {shown}); {advice}")
+    if writes and (not os.access(path, os.W_OK) or _read_only_mount(path)):
         raise T4BenchError(f"{key}={url}: {path} is not writable")
 
 
 #: how long a store that holds only some of the expected tables is given to finish being created
 CREATING_WAIT_S = 10.0
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def cut_short(path: Path) -> str | None:
+    """Why an SQLite file is shorter than its own header says (a copy or a disk that stopped half-way),
+    None when it is whole or empty. SQLite itself opens such a file and fails only on the first
+    page it misses, deep inside a query."""
+    with path.open("rb") as file:
+        header = file.read(100)
+    if not header:
+        return None
+    if len(header) < 100 or not header.startswith(_SQLITE_MAGIC):
+        return "not a SQLite database"
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    # the page count is valid only when the change counter (24) equals version-valid-for (92)
+    if header[24:28] != header[92:96] or pages == 0:
+        return None
+    size = path.stat().st_size
+    if size < pages * page_size:
+        return f"truncated ({size} bytes where its header counts {pages * page_size})"
+    return None
+
+
+def _creator_done(path: Path) -> None:
+    """Wait while another process holds the store's creation lock (`t4bench.runs.store`): an empty
+    file with the lock held is a store that process is creating. Only an existing lock file is
+    taken (taking it makes the file otherwise), and only briefly."""
+    lock = path.with_name(path.name + ".lock")
+    if not lock.exists():
+        return
+    from filelock import FileLock, Timeout
+
+    with contextlib.suppress(Timeout, OSError), FileLock(str(lock), timeout=CREATING_WAIT_S):
+        pass
 
 
 def _settled_tables(path: Path, url: str, key: str, expected: frozenset[str]) -> set[str]:
     """The store's tables; while it holds some but not all of the expected ones, another process is
-    creating it (two runs started on a fresh file): read again until complete or CREATING_WAIT_S."""
+    creating it (two runs started on a fresh file): read again until complete or CREATING_WAIT_S.
+    An empty file is read again once its creator (if any) has let the lock go."""
     deadline = time.monotonic() + CREATING_WAIT_S
+    waited_for_creator = False
     while True:
         try:
+            damage = cut_short(path)
+            if damage:
+                raise T4BenchError(f"{path}: not a usable SQLite database ({damage})")
             tables = set(sqlite_tables(path))
-        except T4BenchError as err:
+        except (T4BenchError, OSError) as err:
             raise T4BenchError(f"{key}={url}: {err}; move it away or point {key} elsewhere") from None
+        if not tables and not waited_for_creator:
+            waited_for_creator = True
+            _creator_done(path)
+            continue
         being_created = bool(tables & expected) and not expected <= tables
         if not being_created or time.monotonic() >= deadline:
             return tables
@@ -224,19 +287,28 @@ def _hide_password(url: str) -> str:
     return url
 
 
-def tracking(uri: str, timeout_s: float = TIMEOUT_S) -> None:
-    """Fail in `timeout_s` with one line when the MLflow tracking store cannot take a run."""
+def tracking(uri: str, timeout_s: float = TIMEOUT_S, *, must_exist: bool = False, writes: bool = True) -> None:
+    """Fail in `timeout_s` with one line when the MLflow tracking store cannot serve the command:
+    by default take a run (a missing store is made later); `must_exist` for a command that reads
+    runs (a missing store is refused, not made); `writes=False` for one that only reads. Nothing
+    here writes to the store, so a refused file is left as it was."""
     scheme = urllib.parse.urlsplit(uri).scheme.lower()
     if scheme in ("http", "https"):
         _probe_http(uri, timeout_s)
         return
     path = sqlite_path(uri)
     if path is not None:
-        _probe_sqlite(uri, path, "tracking.uri", MLFLOW_TABLES, "an MLflow tracking store")
+        _probe_sqlite(
+            uri, path, "tracking.uri", MLFLOW_TABLES, "an MLflow tracking store", must_exist=must_exist, writes=writes
+        )
         return
     if scheme in ("", "file"):  # MLflow's file store: a folder
         folder = Path(urllib.parse.unquote(urllib.parse.urlsplit(uri).path) if scheme else uri)
-        problem = writable_dir_problem(folder)
+        if must_exist and not folder.is_dir():
+            raise T4BenchError(
+                f"tracking.uri={uri}: no MLflow file store at {folder} (nothing to read; check the path)"
+            )
+        problem = writable_dir_problem(folder) if writes else None
         if problem:
             raise T4BenchError(f"tracking.uri={uri}: {problem}")
         return

@@ -98,12 +98,28 @@ def _shown(path: Path) -> str:
     return os.path.relpath(path)
 
 
-def _client(uri: str) -> MlflowClient:
+#: MLflow's HTTP client retries a dead server for minutes (7 retries, backoff factor 2, 120 s a
+#: request); a report is read once and its server was just probed, so a few seconds suffice
+_HTTP_LIMITS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+}
+
+
+def _client(uri: str, *, writes: bool) -> MlflowClient:
+    """A client of a store that exists and is an MLflow one, checked read-only before MLflow opens
+    it: MLflow creates its schema in any SQLite file it is given (another application's too)."""
+    from t4bench.preflight import storage as probe
+
+    path = probe.sqlite_path(uri)
+    if path is not None and not path.exists():
+        raise ReportError(f"no tracking store at {uri} (set --tracking-uri or MLFLOW_TRACKING_URI)")
+    probe.tracking(uri, must_exist=True, writes=writes)
+    for name, value in _HTTP_LIMITS.items():
+        os.environ.setdefault(name, value)  # the user's own setting wins
     from mlflow.tracking import MlflowClient
 
-    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
-        # MLflow would create an empty store here: say there is none instead
-        raise ReportError(f"no tracking store at {uri} (set --tracking-uri or MLFLOW_TRACKING_URI)")
     return MlflowClient(uri)
 
 
@@ -122,16 +138,16 @@ def _run_filter(args: argparse.Namespace) -> RunFilter:
 
 def report(argv: Sequence[str]) -> int:
     args = make_parser().parse_args(argv)
+    uri = args.tracking_uri or experiments.default_tracking_uri()
+    client = _client(uri, writes=not args.no_log)  # before pandas and the figures load: a bad store fails fast
     from t4bench.report import document, query
     from t4bench.report.build import Options, build, shown_uri
     from t4bench.report.publish import log_report
 
-    uri = args.tracking_uri or experiments.default_tracking_uri()
     flt = _run_filter(args)
     opts = Options(
         baseline=args.baseline, prices=parse_prices(args.price), optuna_storage=args.optuna_storage, study=args.study
     )
-    client = _client(uri)
     selection = query.select(client, flt)
     args.out.mkdir(parents=True, exist_ok=True)
     doc, notes = build(selection, flt, opts, args.out, uri)
@@ -156,7 +172,7 @@ def export(argv: Sequence[str]) -> int:
     from t4bench.report import query
     from t4bench.report.export import export_results
 
-    client = _client(args.tracking_uri or experiments.default_tracking_uri())
+    client = _client(args.tracking_uri or experiments.default_tracking_uri(), writes=False)
     flt = _run_filter(args)
     selection = query.select(client, flt)
     written = export_results(client, selection.runs, args.out)

@@ -11,6 +11,10 @@ The lock file sits beside the store (`<store>.lock`, left there: removing it wou
 process that can open the store shares it whatever its temp directory (Slurm jobs, containers and
 other users have their own); the preflight has already checked that the folder is writable. Server
 stores (PostgreSQL, MySQL, HTTP) migrate on their own side and are left alone.
+
+An existing file is judged read-only first (`t4bench.preflight.storage.tracking`): MLflow writes
+its schema into any SQLite file it opens, so another application's database, an empty or a
+truncated file is refused in one line and left as it was, whichever code path got here.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from t4bench.errors import T4BenchError
-from t4bench.preflight.storage import sqlite_path
+from t4bench.preflight.storage import sqlite_path, tracking
 
 #: how long a process waits for another one to finish creating the store
 LOCK_TIMEOUT_S = 120.0
@@ -41,6 +45,7 @@ def ready(uri: str) -> None:
     store = path.resolve()
     if store in _READY:
         return
+    tracking(uri)  # outside the lock: an empty file waits for the lock's holder, its creator
     # imported outside the lock: MLflow's first open imports it (sqlalchemy, alembic: ~1 s), and
     # inside the lock a packed sweep's first runs started one after another, ~3 s apart
     import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
