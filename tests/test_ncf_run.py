@@ -28,7 +28,7 @@ CONTRACT_TAGS = (
     "t4bench.version.mlflow",
 )
 EPOCH_METRICS = ("eval_quality", "train_loss", "epoch_time_s", "throughput")
-SUMMARY_METRICS = ("epochs_to_converge", "time_to_train_s", "converged", "avg_throughput")
+SUMMARY_METRICS = ("epochs_to_converge", "time_to_train_s", "run_train_s", "run_wall_s", "converged", "avg_throughput")
 
 
 def only_run(client):  # type: ignore[no-untyped-def]

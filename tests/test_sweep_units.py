@@ -25,18 +25,61 @@ def test_olympic_mean_and_describe() -> None:
     # one non-converged run is the slowest and is dropped; two make it undefined
     assert stats.olympic_mean([3, 4, 5, math.nan]) == 4.5
     assert math.isnan(stats.olympic_mean([3, 4, math.nan, math.nan]))
-    d = stats.describe([4, 4, 5, 5, math.nan])
+    d = stats.describe([4, 4, 5, 5, None], [True, True, True, True, False])
     assert d["n"] == 5 and d["n_converged"] == 4 and d["converged_fraction"] == 0.8
     assert d["mean"] == 4.5 and d["min"] == 4 and d["max"] == 5
     assert d["std"] == pytest.approx(0.57735, rel=1e-4)
     assert d["cv"] == pytest.approx(d["std"] / 4.5)
+    # the outcome counts, not the values present: a value of a run that did not converge is no score
+    d = stats.describe([4, 4, 5, 5, 9], [True, True, True, True, False])
+    assert d["n_converged"] == 4 and d["max"] == 5 and d["olympic_mean"] == pytest.approx(14 / 3)
+    with pytest.raises(ValueError):
+        stats.describe([1.0, 2.0], [True])
+
+
+def test_describe_runs_counts_converged_runs_from_their_outcome() -> None:
+    """Every run has an epochs_run, none converged: the fraction is 0 in every row (it was 1.0 in the
+    epochs_run row when present values counted as converged)."""
+    runs = [{"outcome": "not_converged", "epochs_run": 3.0, "run_train_s": 7.0} for _ in range(4)]
+    rows = stats.describe_runs(runs)
+    assert {name: row["converged_fraction"] for name, row in rows.items()} == {
+        "epochs_to_converge": 0.0,
+        "time_to_train_s": 0.0,
+        "epochs_run": 0.0,
+    }
+    assert rows["epochs_run"]["mean"] == 3.0 and math.isnan(rows["time_to_train_s"]["mean"])
+    mixed = [*runs[:2], {"outcome": "converged", "epochs_run": 2.0, "epochs_to_converge": 2.0, "time_to_train_s": 5.0}]
+    rows = stats.describe_runs(mixed)
+    assert rows["epochs_run"]["n_converged"] == 1 and rows["time_to_train_s"]["mean"] == 5.0
+    assert rows["epochs_run"]["mean"] == pytest.approx(8 / 3)
+
+
+def test_sweep_summary_says_when_max_epochs_stopped_every_run() -> None:
+    from t4bench.sweep.summary import budget_note, summarize
+
+    short = [{"outcome": "not_converged", "epochs_run": 3.0, "max_epochs": 3.0, "seed": i} for i in range(4)]
+    summary = summarize(short)
+    assert summary["n_converged"] == 0 and summary["converged_fraction"] == 0.0
+    assert (
+        budget_note(summary, short) == "t4bench: 0 of 4 runs reached the target within max_epochs=3: raise max_epochs"
+    )
+    mixed = [*short[:3], {"outcome": "diverged", "epochs_run": 1.0, "max_epochs": 3.0, "seed": 9}]
+    assert budget_note(summarize(mixed), mixed) == (
+        "t4bench: 0 of 4 runs reached the target within max_epochs=3 (3 stopped there, 1 diverged): raise max_epochs"
+    )
+    done = [*short[:3], {"outcome": "converged", "epochs_run": 2.0, "epochs_to_converge": 2.0, "max_epochs": 3.0}]
+    assert budget_note(summarize(done), done) is None
+    assert summarize(done)["converged_fraction"] == 0.25
+    diverged = [{"outcome": "diverged", "epochs_run": 1.0, "max_epochs": 3.0}]
+    assert budget_note(summarize(diverged), diverged) is None  # max_epochs stopped none of them
 
 
 def test_robust_objective_penalties_and_aggregates() -> None:
     runs = [
         {"outcome": "converged", "epochs_to_converge": 3.0, "epochs_run": 3, "time_to_train_s": 30.0},
-        {"outcome": "not_converged", "epochs_to_converge": math.nan, "epochs_run": 10, "time_to_train_s": 100.0},
-        {"outcome": "diverged", "epochs_to_converge": math.nan, "epochs_run": 2, "time_to_train_s": 20.0},
+        # as rank.summary_metrics gives them: no time to train, only the seconds the run trained
+        {"outcome": "not_converged", "epochs_run": 10, "run_train_s": 100.0},
+        {"outcome": "diverged", "epochs_run": 2, "run_train_s": 20.0},
     ]
     value, per_seed = RobustObjective()(runs, max_epochs=10)
     assert per_seed == [3.0, 15.0, 20.0] and value == pytest.approx(38 / 3)

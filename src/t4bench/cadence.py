@@ -156,7 +156,7 @@ class TrainerSteps(Generic[T]):
 @dataclass
 class Continued:
     """Where the loop picks up (a resumed run: t4bench.pytorch.resume): the first epoch to train,
-    the training time already spent (time-to-train adds it), the earlier throughputs and
+    the training time already spent (run_train_s adds it), the earlier throughputs and
     evaluation count (metric steps go on)."""
 
     first_epoch: int = 1
@@ -272,7 +272,9 @@ def train_to_target(
         tally.epochs_done = steps.samples_seen / max(run.bench.train_size, 1)
         progress.line(f"diverged: {tally.note}")
 
-    time_to_train = tally.continued.elapsed_s + time.perf_counter() - run_started
+    # run_start to run_stop whatever the outcome; RunResult makes it the time to train only of a
+    # converged run
+    trained_s = tally.continued.elapsed_s + time.perf_counter() - run_started
     status = constants.SUCCESS if tally.outcome == names.OUTCOME_CONVERGED else constants.ABORTED
     mlperf.end(constants.RUN_STOP, status=status)
     throughputs = tally.continued.throughputs
@@ -280,7 +282,7 @@ def train_to_target(
         outcome=tally.outcome,
         epochs_run=tally.epochs_done,
         epochs_to_converge=tally.epochs_to_converge,
-        time_to_train_s=time_to_train,
+        train_s=trained_s,
         avg_throughput=sum(throughputs) / len(throughputs) if throughputs else 0.0,
         final_quality={k: v for k, v in tally.metrics.items() if k.startswith(names.EVAL_PREFIX)},
         note=tally.note,

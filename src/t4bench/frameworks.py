@@ -84,7 +84,8 @@ class TrainResult(Protocol):
     epochs_run: float
     #: the epoch at which the target was reached; None when it was not
     epochs_to_converge: float | None
-    time_to_train_s: float
+    #: seconds from MLPerf run_start to run_stop, whatever the outcome
+    train_s: float
     avg_throughput: float
     #: eval_<name> -> value of the last evaluation
     final_quality: dict[str, float]
@@ -96,6 +97,11 @@ class TrainResult(Protocol):
     @property
     def converged(self) -> bool: ...
 
+    @property
+    def time_to_train_s(self) -> float | None:
+        """MLPerf's time to train: `train_s` of a converged run, None for any other."""
+        ...
+
 
 @dataclass
 class RunResult:
@@ -105,9 +111,11 @@ class RunResult:
     outcome: str
     #: epochs of training done (fractional when the run stopped within an epoch)
     epochs_run: float
-    #: epochs of training done at the first evaluation that met the target
+    #: epochs of training done at the first evaluation that met the target; None when none did
     epochs_to_converge: float | None
-    time_to_train_s: float
+    #: seconds from MLPerf run_start to run_stop (a resumed run's earlier attempts included),
+    #: whatever the outcome: how long the run trained, not a time to train unless it converged
+    train_s: float
     avg_throughput: float
     final_quality: dict[str, float] = field(default_factory=dict)
     #: why the run ended as it did, when that needs saying (a divergence's loss); "" otherwise
@@ -119,6 +127,13 @@ class RunResult:
     @property
     def converged(self) -> bool:
         return self.outcome == names.OUTCOME_CONVERGED
+
+    @property
+    def time_to_train_s(self) -> float | None:
+        """MLPerf's time to train: `train_s` of a converged run. None for every other outcome: a
+        run that stopped short of its target (max_epochs, divergence, pruning) or only measured
+        throughput has no time to train, and reporting its seconds as one makes it look fastest."""
+        return self.train_s if self.converged else None
 
 
 class RankSession(Protocol):

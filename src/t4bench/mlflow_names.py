@@ -195,9 +195,18 @@ LR = "lr"
 TRIVIAL_PREFIX = "trivial_"
 TRIVIAL_QUALITY = "trivial_quality"
 # once per run
+#: MLPerf's two scores, logged ONLY by a run that converged: a run that did not reach its target
+#: has no time to train (MLPerf counts it as infinitely slow), so sorting by either never puts it
+#: first. What every run ran for is RUN_TRAIN_S and RUN_WALL_S
 EPOCHS_TO_CONVERGE = "epochs_to_converge"
-EPOCHS_RUN = "epochs_run"
 TIME_TO_TRAIN_S = "time_to_train_s"
+EPOCHS_RUN = "epochs_run"
+#: every run, whatever its outcome: seconds from MLPerf run_start to run_stop (a resumed run's
+#: earlier attempts included); a converged run's time_to_train_s is this
+RUN_TRAIN_S = "run_train_s"
+#: every run, whatever its outcome (failed and killed runs too): seconds of this attempt from the
+#: rank's start (data and model init included) to the end of training
+RUN_WALL_S = "run_wall_s"
 CONVERGED = "converged"
 AVG_THROUGHPUT = "avg_throughput"
 PEAK_GPU_MEMORY_GIB = "peak_gpu_memory_gib"

@@ -70,7 +70,9 @@ class RankRecords:
     """What rank 0 records of one run (MLflow run, MLPerf log, telemetry, progress, callbacks);
     on the other ranks every record is a no-op. `close` never leaves the MLflow run RUNNING."""
 
-    def __init__(self, cfg: DictConfig, env: RunEnvironment, output_dir: Path, run_id: str | None) -> None:
+    def __init__(
+        self, cfg: DictConfig, env: RunEnvironment, output_dir: Path, run_id: str | None, init_started: float
+    ) -> None:
         main = env.is_main
         self.cfg, self.env, self.output_dir = cfg, env, output_dir
         self.tracker = RunTracker(str(cfg.tracking.uri), run_id) if main else RunTracker.disabled()
@@ -81,6 +83,9 @@ class RankRecords:
         self.telemetry: telemetry.Telemetry = telemetry.Off("not rank 0")
         self.status, self.outcome = names.FAILED, names.OUTCOME_FAILED
         self.result: TrainResult | None = None
+        #: time.perf_counter() when the rank started: run_wall_s counts from it
+        self.init_started = init_started
+        self.wall_s = 0.0
         self.energy: dict[str, float] = {}
         self.heartbeat: liveness.Heartbeat | None = None
 
@@ -138,6 +143,7 @@ class RankRecords:
 
     def close(self) -> None:
         """Close the MLPerf log and telemetry, and end the MLflow run with its artifacts and status."""
+        self.wall_s = time.perf_counter() - self.init_started
         if self.heartbeat is not None:
             self.heartbeat.stop()
         self.mlperf.close()
@@ -154,6 +160,8 @@ class RankRecords:
         if self.mlperf.path is not None:
             tracker.log_artifact(self.mlperf.path)
         outcome_tags = {names.OUTCOME: self.outcome}
+        # every run, a failed or killed one too: how long this attempt took
+        tracker.log_metrics({names.RUN_WALL_S: self.wall_s})
         if self.result is not None:
             tracker.log_metrics(summary_metrics(self.result))
             if self.result.note:
@@ -180,7 +188,7 @@ def run_rank(cfg: DictConfig, env: RunEnvironment, output_dir: Path, run_id: str
     session = frameworks.join(cfg, env, bench_cls)
     if env.outer_launcher and env.world_size > 1 and run_id is None:
         output_dir = _share_output_dir(session, env, output_dir)
-    records = RankRecords(cfg, env, output_dir, run_id)
+    records = RankRecords(cfg, env, output_dir, run_id, init_started)
     try:
         with sigterm_raises():
             run_id = records.open(session, bench_cls)
@@ -200,6 +208,7 @@ def run_rank(cfg: DictConfig, env: RunEnvironment, output_dir: Path, run_id: str
     finally:
         records.close()
     summary = summarize(records.result, run_id)
+    summary[names.RUN_WALL_S] = records.wall_s
     summary.update({k: v for k, v in records.energy.items() if k in _ENERGY_SUMMARY})
     records.progress.summary(f"{cfg.model.name} ({cfg.scale.name}) on {env.hw.name} x{env.world_size}", summary)
     # only after a finished run: leaving the group while other ranks wait in a collective can hang
@@ -208,11 +217,16 @@ def run_rank(cfg: DictConfig, env: RunEnvironment, output_dir: Path, run_id: str
 
 
 def summary_metrics(result: TrainResult) -> dict[str, float]:
+    """The run's once-logged metrics. time_to_train_s and epochs_to_converge only when it converged:
+    MLPerf has no time to train for a run that did not (a value there, even NaN, sorts and averages
+    as one); run_train_s says how long every run trained."""
+    scores: dict[str, float] = {}
+    if result.converged and result.time_to_train_s is not None and result.epochs_to_converge is not None:
+        scores = {names.TIME_TO_TRAIN_S: result.time_to_train_s, names.EPOCHS_TO_CONVERGE: result.epochs_to_converge}
     return {
-        # NaN (not a made-up epoch count) when the target was not reached
-        names.EPOCHS_TO_CONVERGE: float(result.epochs_to_converge or float("nan")),
+        **scores,
         names.EPOCHS_RUN: float(result.epochs_run),
-        names.TIME_TO_TRAIN_S: result.time_to_train_s,
+        names.RUN_TRAIN_S: result.train_s,
         names.CONVERGED: 1.0 if result.converged else 0.0,
         names.AVG_THROUGHPUT: result.avg_throughput,
         **({} if result.peak_memory_gib is None else {names.PEAK_GPU_MEMORY_GIB: result.peak_memory_gib}),

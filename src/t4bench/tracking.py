@@ -6,7 +6,9 @@ Contract (reports, sweeps and the UI depend on these names):
   (`mlflow_names.RUN_TAGS`); every other t4bench tag (versions, perf options, devices, liveness)
   in the run's `run_tags.json` artifact — `run_tags(client, run)` reads both
 - per-epoch metrics (step = epoch): eval_quality, train_loss, epoch_time_s, throughput
-- summary metrics: epochs_to_converge, time_to_train_s, converged, avg_throughput
+- summary metrics: epochs_run, run_train_s, run_wall_s, converged, avg_throughput on every run;
+  epochs_to_converge and time_to_train_s only on a converged run (MLPerf has no time to train for
+  a run that did not reach its target)
 - artifacts: the resolved config YAML and the MLPerf log
 - system metrics (`system/...`, the run page's System metrics tab): MLflow's own monitor, started
   by the process that logs the run's metrics (`t4bench.system_metrics`)

@@ -106,7 +106,7 @@ def measure_throughput(
             outcome=names.OUTCOME_DIVERGED,
             epochs_run=0.0,
             epochs_to_converge=None,
-            time_to_train_s=time.perf_counter() - started,
+            train_s=time.perf_counter() - started,
             # a throughput measured on a diverged loss is not a throughput
             avg_throughput=float("nan"),
             note=str(err),
@@ -120,6 +120,6 @@ def measure_throughput(
         outcome=names.OUTCOME_THROUGHPUT_ONLY,
         epochs_run=0.0,
         epochs_to_converge=None,
-        time_to_train_s=elapsed,
+        train_s=elapsed,
         avg_throughput=stats[names.THROUGHPUT],
     )

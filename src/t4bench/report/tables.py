@@ -1,9 +1,10 @@
 """The study's tables from the run rows (`t4bench.report.query`): numbers only, no formatting.
 
-Statistics follow `t4bench.sweep.stats` (the sweeps' summaries use the same ones): a run that did
-not converge has no time-to-train; MLPerf counts it as infinitely slow, so the olympic mean drops
-it as the slowest, and is undefined (NaN) with two or more of them. Mean ± std are over the
-converged runs and always stand next to the converged count.
+Statistics follow `t4bench.sweep.stats` (the sweeps' summaries use the same ones): a run converged
+when its outcome says so; one that did not has no time-to-train; MLPerf counts it as infinitely
+slow, so the olympic mean drops it as the slowest, and is undefined (NaN) with two or more of
+them. Mean ± std are over the converged runs and always stand next to the converged count, and
+the runs that did not converge are counted by outcome beside them (never given a value).
 """
 
 from __future__ import annotations
@@ -35,11 +36,6 @@ def throughput_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[runs["outcome"] == names.OUTCOME_THROUGHPUT_ONLY]
 
 
-def converged_times(group: pd.DataFrame) -> list[float]:
-    """time_to_train_s of converged runs; NaN for the others (their time is not a time to train)."""
-    return [t if ok else math.nan for t, ok in zip(group["time_to_train_s"], group["converged"], strict=True)]
-
-
 def _price(group: pd.DataFrame, prices: Mapping[str, float]) -> float:
     hw = str(group["hw"].iloc[0])
     if hw in prices:
@@ -60,8 +56,9 @@ def time_to_train(runs: pd.DataFrame, prices: Mapping[str, float]) -> pd.DataFra
     rows = []
     labels = configs.settings(runs) if len(runs) else {}
     for key, group in training_runs(runs).groupby(GROUP, sort=True):
-        ttt = describe(converged_times(group))
-        epochs = describe(list(group["epochs_to_converge"]))
+        converged = [bool(ok) for ok in group["converged"]]  # the outcome's word, not the metrics present
+        ttt = describe(list(group["time_to_train_s"]), converged)
+        epochs = describe(list(group["epochs_to_converge"]), converged)
         price = _price(group, prices)
         count = int(key[4])
         ok = group[group["converged"]]

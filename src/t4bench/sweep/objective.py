@@ -8,7 +8,8 @@ penalty that is worse than any converged run:
     diverged:      penalty.diverged x budget           (default 2.0: non-finite loss is worse)
 
 with budget = max_epochs for `epochs_to_converge`, and the run's time projected to max_epochs
-(time_to_train_s / epochs_run x max_epochs) for `time_to_train_s`. For any other metric the run's
+(run_train_s / epochs_run x max_epochs: the seconds it trained, as it has no time to train) for
+`time_to_train_s`. For any other metric the run's
 value is used as is when finite, else `penalty.value` (which must then be set).
 
 The trial value aggregates the per-seed values:
@@ -34,6 +35,16 @@ from t4bench.sweep.stats import quantile, sample_std
 AGGREGATES = ("mean", "median", "quantile", "mean_std", "max")
 EPOCHS = names.EPOCHS_TO_CONVERGE
 TIME = names.TIME_TO_TRAIN_S
+
+
+def _trained_s(result: Mapping[str, Any]) -> float:
+    """How long a run that did not converge trained: run_train_s; a run logged before that metric
+    existed carried its seconds in time_to_train_s."""
+    for key in (names.RUN_TRAIN_S, TIME):
+        value = result.get(key)
+        if value is not None and math.isfinite(float(value)):
+            return float(value)
+    raise ValueError(f"a run that did not converge (outcome {result.get('outcome')}) has no {names.RUN_TRAIN_S}")
 
 
 @dataclass(frozen=True)
@@ -80,8 +91,8 @@ class RobustObjective:
             factor = self.penalty_diverged if outcome == "diverged" else self.penalty_not_converged
             if self.metric == EPOCHS:
                 return factor * max_epochs
-            epochs_run = max(float(result.get("epochs_run", 0) or 0), 1.0)
-            return factor * float(result.get(TIME, 0.0) or 0.0) / epochs_run * max_epochs
+            epochs_run = max(float(result.get(names.EPOCHS_RUN, 0) or 0), 1.0)
+            return factor * _trained_s(result) / epochs_run * max_epochs
         if math.isfinite(value) and outcome != "diverged":
             return value
         if self.penalty_value is None:

@@ -1,9 +1,12 @@
 """The distribution of a set of runs: what a seed sweep, a trial and a validation report.
 
-A run that did not converge has epochs_to_converge = NaN. MLPerf counts such a run as infinitely
-slow, so it is the one dropped as the slowest by the olympic mean; with two or more of them the
-olympic mean is undefined (NaN). mean/std/min/max/cv are over the converged runs only and always
-come with `converged_fraction`, so a fast mean over few converged seeds cannot pass unnoticed.
+Which runs converged comes from each run's outcome, never from which values are present: a run
+that did not converge has no epochs_to_converge or time_to_train_s, but it has an epochs_run, and
+counting present values would call it converged. MLPerf counts a run that did not converge as
+infinitely slow, so it is the one dropped as the slowest by the olympic mean; with two or more of
+them the olympic mean is undefined (NaN). mean/std/min/max/cv of a score are over the converged
+runs only and always come with `converged_fraction`, so a fast mean over few converged seeds
+cannot pass unnoticed.
 """
 
 from __future__ import annotations
@@ -60,12 +63,18 @@ def olympic_mean(values: Sequence[float]) -> float:
     return sum(kept) / len(kept)
 
 
-def describe(values: Sequence[float | None]) -> dict[str, float]:
-    """n, n_converged, converged_fraction, mean, std (sample, ddof=1), min, max, cv, olympic_mean."""
-    n = len(values)
-    finite = _finite(v for v in values if v is not None)
-    k = len(finite)
-    mean = sum(finite) / k if k else math.nan
+def describe(values: Sequence[float | None], converged: Sequence[bool], *, scores: bool = True) -> dict[str, float]:
+    """n, n_converged, converged_fraction, mean, std (sample, ddof=1), min, max, cv, olympic_mean.
+
+    `converged` says which runs converged (from their outcomes): it alone makes n_converged. With
+    `scores` (epochs_to_converge, time_to_train_s) only converged runs' values count and the
+    others are infinitely slow in the olympic mean; without (epochs_run) every run's value counts."""
+    if len(values) != len(converged):
+        raise ValueError(f"{len(values)} values but {len(converged)} converged flags")
+    n, k = len(values), sum(bool(ok) for ok in converged)
+    kept = [v if (ok or not scores) and v is not None else math.nan for v, ok in zip(values, converged, strict=True)]
+    finite = _finite(kept)
+    mean = sum(finite) / len(finite) if finite else math.nan
     std = sample_std(finite)
     return {
         "n": float(n),
@@ -75,30 +84,32 @@ def describe(values: Sequence[float | None]) -> dict[str, float]:
         "std": std,
         "min": min(finite) if finite else math.nan,
         "max": max(finite) if finite else math.nan,
-        "cv": std / mean if k and mean else math.nan,
-        "olympic_mean": olympic_mean(list(values)),  # type: ignore[arg-type]
+        "cv": std / mean if finite and mean else math.nan,
+        "olympic_mean": olympic_mean(kept),
     }
 
 
+def converged_flags(results: Sequence[Mapping[str, Any]]) -> list[bool]:
+    """Which runs converged, from their outcome (`t4bench.outcome`), not from the metrics they have."""
+    return [str(r.get("outcome", "")) == names.OUTCOME_CONVERGED for r in results]
+
+
 def describe_runs(results: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per-metric distributions of run results (the task function's return dicts).
+    """Per-metric distributions of run results (the task function's return dicts, or
+    `mlflow_layout.run_result`'s).
 
-    epochs_to_converge and time_to_train_s count only converged runs (time of a run that never
-    reached the target is not a time-to-train); epochs_run counts all of them.
-    """
-    converged = [bool(float(r.get("converged", 0.0) or 0.0)) for r in results]
+    epochs_to_converge and time_to_train_s are over converged runs only (a run that never reached
+    the target has neither); epochs_run is over every run. n_converged and converged_fraction are
+    the same in every row: the outcomes'."""
+    converged = converged_flags(results)
 
-    def column(key: str, only_converged: bool) -> list[float | None]:
-        out: list[float | None] = []
-        for ok, r in zip(converged, results, strict=True):
-            value = r.get(key)
-            out.append(float(value) if value is not None and (ok or not only_converged) else math.nan)
-        return out
+    def column(key: str) -> list[float | None]:
+        return [None if r.get(key) is None else float(r[key]) for r in results]
 
     return {
-        names.EPOCHS_TO_CONVERGE: describe(column(names.EPOCHS_TO_CONVERGE, True)),
-        names.TIME_TO_TRAIN_S: describe(column(names.TIME_TO_TRAIN_S, True)),
-        "epochs_run": describe(column("epochs_run", False)),
+        names.EPOCHS_TO_CONVERGE: describe(column(names.EPOCHS_TO_CONVERGE), converged),
+        names.TIME_TO_TRAIN_S: describe(column(names.TIME_TO_TRAIN_S), converged),
+        names.EPOCHS_RUN: describe(column(names.EPOCHS_RUN), converged, scores=False),
     }
 
 

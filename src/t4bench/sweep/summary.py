@@ -5,9 +5,10 @@
 on_multirun_start creates the sweep's MLflow parent run and exports T4BENCH_SWEEP_ID /
 T4BENCH_PARENT_RUN_ID, which every job's `tracking.sweep_id` / `tracking.parent_run_id` read, so
 the runs nest under the parent. on_multirun_end collects the sweep's training runs from MLflow and
-records on the parent the distribution of epochs_to_converge, time_to_train_s and epochs_run
-(mean, std, min, max, cv, converged fraction, olympic mean); it writes summary.json and
-summary.md into the sweep directory and prints the table. With the t4bench Optuna sweeper the
+records on the parent n_converged and converged_fraction (from the runs' outcomes) and the
+distribution of epochs_to_converge, time_to_train_s (converged runs) and epochs_run (mean, std,
+min, max, cv, olympic mean); it writes summary.json and summary.md into the sweep directory and
+prints the table, then one line if max_epochs stopped every run short of the target. With the t4bench Optuna sweeper the
 callback does nothing (the sweeper keeps its own parent run and per-trial summaries).
 
     python -m t4bench.sweep.summary --sweep-id ID [--experiment t4bench-ncf] [--tracking-uri URI]
@@ -52,8 +53,12 @@ def default_sweep_id(config: DictConfig) -> str:
 
 
 def summarize(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    converged = sum(stats.converged_flags(results))
     return {
         "n_runs": len(results),
+        # from the outcomes: a sweep where no run converged reports 0, whatever metrics its runs have
+        "n_converged": converged,
+        "converged_fraction": converged / len(results) if results else math.nan,
         "outcomes": stats.outcome_counts(results),
         "distributions": stats.describe_runs(results),
         "runs": [
@@ -61,6 +66,29 @@ def summarize(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             for r in results
         ],
     }
+
+
+def _budgets(results: Sequence[Mapping[str, Any]]) -> str:
+    """`max_epochs=3` (or `max_epochs=3,5` when the runs had several), from the runs' params."""
+    found = set()
+    for r in results:
+        value = r.get("max_epochs")
+        if value is not None and math.isfinite(float(value)):
+            found.add(int(float(value)))
+    return "max_epochs=" + ",".join(str(b) for b in sorted(found)) if found else "max_epochs"
+
+
+def budget_note(summary: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) -> str | None:
+    """One line when no run reached its target and max_epochs stopped them (outcome
+    not_converged): the budget is below what the model needs, so the sweep measured nothing."""
+    outcomes = summary["outcomes"]
+    stopped = int(outcomes.get(names.OUTCOME_NOT_CONVERGED, 0))
+    if summary["n_converged"] or not stopped:
+        return None
+    n = summary["n_runs"]
+    others = ", ".join(f"{v} {k}" for k, v in sorted(outcomes.items()) if k != names.OUTCOME_NOT_CONVERGED)
+    why = f" ({stopped} stopped there, {others})" if others else ""
+    return f"t4bench: 0 of {n} runs reached the target within {_budgets(results)}{why}: raise max_epochs"
 
 
 def _json_safe(value: Any) -> Any:
@@ -82,7 +110,8 @@ def render(summary: Mapping[str, Any], title: str) -> str:
     dists = summary["distributions"]
     lines = [
         stats.format_table(dists, title=title),
-        "outcomes: " + ", ".join(f"{k}={v}" for k, v in sorted(summary["outcomes"].items())),
+        f"converged: {summary['n_converged']} of {summary['n_runs']}; outcomes: "
+        + ", ".join(f"{k}={v}" for k, v in sorted(summary["outcomes"].items())),
         "per seed (seed: epochs_to_converge): "
         + ", ".join(f"{r['seed']}:{_epochs(r['epochs_to_converge'])}" for r in summary["runs"]),
     ]
@@ -96,6 +125,8 @@ def record(mlflow: Any, parent_id: str, summary: Mapping[str, Any], out_dir: Pat
     text = render(summary, title)
     metrics = {k: v for k, v in stats.flat_metrics(summary["distributions"]).items()}
     metrics["n_runs"] = float(summary["n_runs"])
+    metrics["n_converged"] = float(summary["n_converged"])
+    metrics["converged_fraction"] = float(summary["converged_fraction"])
     mlflow_layout.log_metrics(mlflow, parent_id, metrics)
     mlflow_layout.set_tags(
         mlflow, parent_id, {f"{names.OUTCOMES_PREFIX}{k}": v for k, v in summary["outcomes"].items()}
@@ -213,6 +244,9 @@ class SweepSummaryCallback(Callback):
                 from t4bench.sweep.talk import next_steps
 
                 print(next_steps(self._uri, str(self.exp_id), str(self.sweep_id)), flush=True)
+            note = budget_note(summary, results)
+            if note:  # last, where it is seen: the sweep measured no time to train at all
+                print(note, flush=True)
         finally:
             self._mlflow.set_terminated(self.parent_id, status=status)
             for key, value in self._saved_env.items():
@@ -236,8 +270,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if exp is None:
         print(f"no experiment {args.experiment!r} in {args.tracking_uri}", file=sys.stderr)
         return 2
-    summary = summarize(mlflow_layout.seed_results(mlflow, exp.experiment_id, args.sweep_id))
+    results = mlflow_layout.seed_results(mlflow, exp.experiment_id, args.sweep_id)
+    summary = summarize(results)
     print(json.dumps(_json_safe(summary), indent=2) if args.json else render(summary, f"sweep {args.sweep_id}"))
+    note = budget_note(summary, results)
+    if note and not args.json:
+        print(note)
     return 0
 
 
