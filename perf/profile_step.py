@@ -11,9 +11,9 @@ as bare eager), `same` (the loop's Trainer at `perf=default`: train_steps, as `p
 input=synthetic` times it, without MLflow and telemetry) and `best` (the Trainer at `perf=<hw>`).
 Per path: `--warmup` untimed steps (compile, capture, autotune), `--steps` timed without the
 profiler (the step time), then `--steps` under the profiler. The summary: the 15 kernels (on a CPU:
-aten ops) with the most device time, device busy time (union of kernel intervals) against wall,
+aten ops) with the most kernel time, device busy time (union of kernel intervals) against wall,
 kernels and launches per step, host syncs per step and the time the host spent blocked in them,
-host CPU time, the share of device time in matrix kernels (GEMM, convolution, attention; the rest is
+host CPU time, the share of kernel time in matrix kernels (GEMM, convolution, attention; the rest is
 mostly memory-bound elementwise and reduction work), counted GFLOP per step, and peak memory.
 """
 
@@ -69,7 +69,7 @@ class Profile:
     syncs: float  # host waits on the device per step (cuda*Synchronize)
     sync_ms: float  # per step, host blocked in them
     host_cpu_ms: float  # process CPU time per step (all threads)
-    matrix_share: float  # of device time
+    matrix_share: float  # of kernel time
     gflop_per_step: float
     peak_gib: float
     peak_what: str
@@ -222,14 +222,14 @@ def markdown(p: Profile) -> str:
         f"- step {p.step_ms:.2f} ms ({p.profiled_ms:.2f} ms under the profiler, {p.steps} steps); "
         f"{p.gflop_per_step:,.1f} GFLOP/step counted, {achieved:.3g} TFLOP/s achieved",
         f"- device busy {p.busy_ms:.2f} ms/step = {_share(p.busy_ms, p.profiled_ms)} of wall "
-        f"(idle or launch-bound: the rest); matrix {unit}s {100 * p.matrix_share:.0f}% of device time",
+        f"(idle or launch-bound: the rest); matrix {unit}s {100 * p.matrix_share:.0f}% of kernel time",
         f"- {p.kernels:,.0f} {unit}s and {p.launches:,.0f} launches per step; "
         f"{p.syncs:,.1f} host syncs per step, host blocked in them {p.sync_ms:.2f} ms/step "
         f"({_share(p.sync_ms, p.profiled_ms)})",
         f"- host CPU {p.host_cpu_ms:.2f} ms/step ({_share(p.host_cpu_ms, p.profiled_ms)} of wall, all threads); "
         f"peak {p.peak_gib:.2f} GiB ({p.peak_what})",
         "",
-        f"| {unit} | ms/step | share of device time | calls/step |",
+        f"| {unit} | ms/step | share of kernel time | calls/step |",
         "| --- | ---: | ---: | ---: |",
     ]
     for name, ms, share, calls in p.top:

@@ -7,7 +7,7 @@
     python perf/runs_per_hour.py --n1-runs 8 --work-dir W   # N=1 from 8 seeds; W carried into the next call
 
 An N whose sweep finished leaves W/n<N>/result.json, so the same command run again (W carried) goes
-on from the first N not measured: ten-minute calls on a lent GPU hold one or two N each.
+on from the first N not measured: a GPU host with ten-minute calls holds one or two N each.
 
 For each N one `python -m t4bench --multirun` seed sweep of `--runs` seeds (N=1: Hydra's basic
 launcher, one at a time, as without packing, over --n1-runs seeds if given: one at a time its rate

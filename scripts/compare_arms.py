@@ -1,7 +1,7 @@
 """Compare two arms of finished seed runs (by MLflow sweep id) with the held-out report's own
 code (t4bench.sweep.holdout.report): used to put round 1's preset on round 3's held-out seeds
 against the same reference runs (and against round 3's tuned runs), without re-running them, and
-for the arms of scripts/gpu_arms.sh.
+for the arms of scripts/gpu/arms.sh.
 
     python scripts/compare_arms.py URI TUNED_SWEEP_IDS REF_SWEEP_IDS \
         SEEDS_LO SEEDS_HI LABEL OUT_DIR [MODEL [MAX_EPOCHS]]    # default: ncf 8

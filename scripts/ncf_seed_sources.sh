@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where NCF mini's seed-to-seed spread comes from (issue 24, docs/convergence.md): three seed sweeps
+# Where NCF mini's seed-to-seed spread comes from (docs/convergence.md): three seed sweeps
 # at reference settings into one MLflow store, 20 runs each, evaluated every 1/8 epoch:
 #   both  seed=S                 (the usual: initial weights and data both follow S)
 #   init  seed=S  data_seed=0    (only the initial weights vary)

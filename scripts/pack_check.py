@@ -1,6 +1,6 @@
 """Would RUNS runs of one command line fit one GPU at once? t4bench's own packing check
 (t4bench.packing.check), for scripts that start several packed sweeps side by side
-(scripts/gpu_arms.sh): each sweep checks only its own `hw.runs_per_gpu`, so two sweeps of 12 each
+(scripts/gpu/arms.sh): each sweep checks only its own `hw.runs_per_gpu`, so two sweeps of 12 each
 passed on an H100 where their 24 runs together filled the memory (2026-12-05).
 
     python scripts/pack_check.py RUNS [--total-gib GIB] OVERRIDE...    # exit 0: fits; 2: one line why not

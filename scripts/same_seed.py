@@ -1,4 +1,4 @@
-"""The same-seed experiment's table and summary from its MLflow store (scripts/gpu_same_seed.sh).
+"""The same-seed experiment's table and summary from its MLflow store (scripts/gpu/same_seed.sh).
 
     python scripts/same_seed.py --store sqlite:///multirun/same_seed/mlflow.db \
         --csv docs/convergence/same_seed.csv --summary docs/convergence/same_seed_summary.csv
@@ -42,7 +42,7 @@ COLUMNS = [
 SUMMARY = ["model", "deterministic", "runs", "converged", "epochs_mean", "epochs_std", "epochs_min",
            "epochs_max", "distinct_epochs", "distinct_final_losses", "alone_runs", "s_per_epoch_alone",
            "cost_vs_nondeterministic"]  # fmt: skip
-#: outcomes that say nothing about the seed (the budget or a crash ended the run)
+#: outcomes that say nothing about the seed (a time limit or a crash ended the run)
 UNFINISHED = {names.OUTCOME_KILLED, names.OUTCOME_FAILED, names.OUTCOME_RUNNING}
 
 

@@ -1,4 +1,4 @@
-"""The schedule-unit experiment's table and plot from its MLflow store (scripts/gpu_schedule_unit.sh).
+"""The schedule-unit experiment's table and plot from its MLflow store (scripts/gpu/schedule_unit.sh).
 
     python scripts/schedule_unit.py --store sqlite:///multirun/schedule_unit/mlflow.db \
         --csv docs/convergence/schedule_unit.csv --plot docs/convergence/schedule_unit.png
@@ -52,8 +52,8 @@ def collect(store: str, models: list[str], scale: str) -> list[dict[str, Any]]:
 
 
 def latest_outcome(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (model, N, unit, seed): a run that a call's time budget killed was run again by
-    a later call (scripts/gpu_schedule_unit.sh PARTS), and that run's outcome is the one that counts."""
+    """One row per (model, N, unit, seed): a run that a call's time limit killed was run again by
+    a later call (scripts/gpu/schedule_unit.sh PARTS), and that run's outcome is the one that counts."""
     kept: dict[tuple[Any, ...], dict[str, Any]] = {}
     for row in sorted(rows, key=lambda r: (r["outcome"] != "killed", r["start"])):
         kept[(row["model"], row["N"], row["unit"], row["seed"])] = row  # the last finished run wins

@@ -1,49 +1,85 @@
-"""Write a study's trials as CSV (one row per trial: state, objective, per-seed epochs, params) from
-its Optuna journal, and print the best ones; for progress notes on studies still running.
-    python scripts/study_table.py docs/convergence/gnmt_ding/optuna.journal gnmt_ding_tuned out.csv"""
+"""A study's trials as a CSV table, rebuilt from the Optuna storage a sweep made, and the best five
+printed: one row per trial (number, state, objective, the per-seed epochs-to-converge the seed-robust
+objective was computed from, their mean and std, epochs trained, and every searched parameter).
+
+    python scripts/study_table.py multirun/sweeps/ncf_tuned/optuna.journal ncf_tuned trials.csv
+    python scripts/study_table.py sqlite:///optuna.db gnmt_ding_tuned trials.csv
+
+STORAGE is a journal file (what `+sweeps=<name>` writes under `hydra.sweep.dir`) or any Optuna
+storage URL; the trials.csv files under docs/convergence/ were written this way."""
 
 from __future__ import annotations
 
-import csv
+import argparse
 import statistics
 import sys
+from pathlib import Path
 
 import optuna
+import pandas as pd
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
 
-def main(journal: str, study_name: str, out: str) -> None:
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.load_study(study_name=study_name, storage=JournalStorage(JournalFileBackend(journal)))
-    names = sorted({k for t in study.trials for k in t.params})
+def open_storage(storage: str) -> optuna.storages.BaseStorage | str:
+    """A URL goes to Optuna as it is; a path must be an existing journal file (a missing one would be
+    created empty by the journal backend, and then the study would not be found)."""
+    if "://" in storage:
+        return storage
+    path = Path(storage.removeprefix("journal:"))
+    if not path.is_file():
+        raise ValueError(f"no Optuna journal at {path}")
+    return JournalStorage(JournalFileBackend(str(path)))
+
+
+def trials_table(study: optuna.Study) -> pd.DataFrame:
+    """One row per trial; the seed columns come from the sweeper's `seed_values` user attribute."""
     rows = []
-    for t in study.trials:
-        seeds = t.user_attrs.get("seed_values") or []
+    for trial in study.trials:
+        seeds = list(trial.user_attrs.get("seed_values") or [])
+        complete = trial.state == optuna.trial.TrialState.COMPLETE
         rows.append(
             {
-                "trial": t.number,
-                "state": t.state.name.lower(),
-                "objective": "" if t.value is None or t.state.name != "COMPLETE" else f"{t.value:.3f}",
+                "trial": trial.number,
+                "state": trial.state.name.lower(),
+                "objective": trial.value if complete else None,
                 "seed_epochs": " ".join(f"{v:.2f}" for v in seeds),
-                "mean": f"{statistics.mean(seeds):.3f}" if seeds else "",
-                "std": f"{statistics.stdev(seeds):.3f}" if len(seeds) > 1 else "",
-                "epochs_run": f"{t.user_attrs.get('epochs_run', 0):.1f}",
-                **{name: t.params.get(name, "") for name in names},
+                "mean": statistics.mean(seeds) if seeds else None,
+                "std": statistics.stdev(seeds) if len(seeds) > 1 else None,
+                "epochs_run": float(trial.user_attrs.get("epochs_run", 0.0)),
+                **trial.params,
             }
         )
-    with open(out, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    states = [r["state"] for r in rows]
-    print(f"{study_name}: {len(rows)} trials ({', '.join(f'{s} {states.count(s)}' for s in sorted(set(states)))})")
-    for r in sorted((r for r in rows if r["objective"]), key=lambda r: float(r["objective"]))[:5]:
+    return pd.DataFrame(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("storage", help="Optuna journal file or storage URL")
+    parser.add_argument("study", help="study name (the sweep's name)")
+    parser.add_argument("out", type=Path, help="CSV file to write")
+    args = parser.parse_args(argv)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        study = optuna.load_study(study_name=args.study, storage=open_storage(args.storage))
+    except (ValueError, KeyError) as exc:  # no journal, or no study of that name in it
+        print(f"t4bench: error: {args.storage}: {str(exc).strip(chr(39))}", file=sys.stderr)
+        return 2
+    table = trials_table(study)
+    if table.empty:
+        print(f"t4bench: error: study {args.study} in {args.storage} has no trials", file=sys.stderr)
+        return 2
+    # the statistics to 3 decimals; parameters as stored (a learning rate of 3e-4 must stay one)
+    table.round({"objective": 3, "mean": 3, "std": 3}).to_csv(args.out, index=False)
+    states = table["state"].value_counts().sort_index()
+    print(f"{args.study}: {len(table)} trials ({', '.join(f'{s} {n}' for s, n in states.items())})")
+    for row in table.dropna(subset=["objective"]).nsmallest(5, "objective").itertuples():
         print(
-            f"  trial {r['trial']}: objective {r['objective']} "
-            f"(mean {r['mean']}, std {r['std']}; seeds {r['seed_epochs']})"
+            f"  trial {row.trial}: objective {row.objective:.3f} "
+            f"(mean {row.mean:.3f}, std {row.std:.3f}; seeds {row.seed_epochs})"
         )
+    return 0
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    sys.exit(main())

@@ -1,4 +1,4 @@
-"""scripts/gpu_paired.sh on the CPU: a base tree (git archive of this commit's src/ and conf/) and
+"""scripts/gpu/paired.sh on the CPU: a base tree (git archive of this commit's src/ and conf/) and
 this tree train the same model and seed through the CLI one after the other, each printing one
 line with its outcome and time to train; a missing or wrong base tar exits 2 with one line."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import DATA_ROOT, REPO
 
-SCRIPT = REPO / "scripts" / "gpu_paired.sh"
+SCRIPT = REPO / "scripts" / "gpu" / "paired.sh"
 
 
 def paired(tmp_path: Path, tar: Path, **env: str) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,4 @@
-"""scripts/gpu_smoke.sh refuses a case it does not know before running anything: a misspelt case
+"""scripts/gpu/smoke.sh refuses a case it does not know before running anything: a misspelt case
 (or one from a newer tree) would otherwise run the default model and be written under its name.
 PERF=<profile> reaches every run and the CSV's command column."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-SCRIPT = REPO / "scripts" / "gpu_smoke.sh"
+SCRIPT = REPO / "scripts" / "gpu" / "smoke.sh"
 
 
 @pytest.mark.parametrize("where", ["CASES", "TOGETHER"])

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Issue 24 on one GPU: several arms (override sets) over the same seeds, all side by side under
+# On one GPU: several arms (override sets) over the same seeds, all side by side under
 # CUDA MPS, one packed seed sweep per arm into one MLflow store; then every arm against the first
 # with scripts/compare_arms.py (means, stds, bootstrap CIs, Brown-Forsythe, Mann-Whitney).
 #   ARMS="tuned:hparams=tuned ema25:hparams=tuned,ema.half_life_epochs=0.25" SEEDS=2000-2011 \
 #   RUN_ARGS="model=transformer scale=ding eval_every=0.5 max_epochs=25" \
-#     bash scripts/gpu_session.sh scripts/gpu_arms.sh          # carry .whl .carry (.gpuwork)
+#     bash scripts/gpu/run.sh scripts/gpu/arms.sh          # carry .whl .carry (.gpuwork)
 # An arm is NAME:OVERRIDES (comma-separated). Work dir .gpuwork/$ARMS_NAME (carried as
 # .gpuwork/$ARMS_NAME.tar.xz, returned as $RESULTS/$ARMS_NAME.tar.xz): an arm whose seeds all
 # finished in an earlier call is not run again. The runs share the GPU: their epochs count, their
 # seconds do not (each run is tagged t4bench.gpu_share).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python3}
 name=${ARMS_NAME:-arms}
 seeds=${SEEDS:-2000-2011}
@@ -26,8 +26,8 @@ if [[ -f .gpuwork/$name.tar.xz && ! -f $work/mlflow.db ]]; then
     ".gpuwork/$name.tar.xz" "$work"
 fi
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-# shellcheck source=scripts/gpu_study_common.sh
-source scripts/gpu_study_common.sh
+# shellcheck source=scripts/gpu/study_common.sh
+source scripts/gpu/study_common.sh
 n=$((hi - lo + 1))
 # every arm's runs share the GPU at once, but each sweep's own check counts only its n: check
 # them all together first (two arms of 12 passed alone and filled an H100 together, 2026-12-05)
@@ -58,9 +58,9 @@ for arm in $ARMS; do
   leaders+=("$!")
   sleep "${ARMS_STAGGER_S:-20}"  # one sweep creates the store's tables before the next opens it
 done
-((${#leaders[@]})) && end_groups "${ARMS_BUDGET_S:-420}" "${leaders[@]}" && wait "${leaders[@]}"
-# never a bare `wait`: it waited for the sampler (nvidia-smi -l runs until killed), so a 500 s
-# budget ran into the call's 600 s limit and nothing came back (2026-12-05)
+((${#leaders[@]})) && end_groups "${ARMS_LIMIT_S:-420}" "${leaders[@]}" && wait "${leaders[@]}"
+# never a bare `wait`: it would wait for the sampler too (nvidia-smi -l runs until killed), past
+# any time limit of the call
 kill "$monitor" 2>/dev/null
 first=""
 for arm in $ARMS; do

@@ -1,6 +1,6 @@
-"""GPU checks for issue 5 (hardware profiles, telemetry), on a CUDA host, from the repo root:
+"""GPU checks (hardware profiles, telemetry), on a CUDA host, from the repo root:
 
-    python3 scripts/gpu_checks.py [--hw h200] [--reps 3] [--steps 500]      (or scripts/gpu_checks.sh)
+    python3 scripts/gpu/checks.py [--hw h200] [--reps 3] [--steps 500]      (or scripts/gpu/checks.sh)
 
 1. `hw=auto` resolves to the expected profile (h200 on an H200).
 2. A profile this host does not have (`hw=t4`), or more GPUs than it has (`hw.count=N+1`), fails
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 #: per-GPU series every telemetry run must log (system/gpu_0_<name>): MLflow's monitor's, then ours
 GPU_SERIES = (
     "utilization_percentage",

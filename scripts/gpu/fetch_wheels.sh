@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Fetch, here (where PyPI is reachable), the wheels a lent GPU machine lacks, into .whl/ (ignored by
-# git), for scripts/gpu_session.sh to install there. That machine has Python 3.12 with CUDA torch,
+# Fetch, here (where PyPI is reachable), the wheels an offline GPU host lacks, into .whl/ (ignored by
+# git), for scripts/gpu/run.sh to install there. That machine has Python 3.12 with CUDA torch,
 # numpy, pandas, scipy, sacrebleu, sentencepiece, nvidia-ml-py, ... but no mlflow, hydra, optuna,
 # pycocotools or mlperf-logging, and no package index. Wheels of packages it already has are
 # dropped, so the carried folder stays small (~29 MB).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 dest=.whl
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

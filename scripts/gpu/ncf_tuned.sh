@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Issue 13 on a lent GPU machine's CPU cores (or any many-core host): the NCF mini seed-robust sweep
+# On a GPU host's CPU cores (or any many-core host): the NCF mini seed-robust sweep
 # (sweeps/ncf_tuned.yaml: 36 trials x seeds 0-3) and its held-out validation on seeds 1000-1019,
 # NCF mini on hw=cpu, one thread per process. Resumable: the journal and MLflow store live in
 # $NCF_WORK (default multirun/ncf_tuned, an ignored path to carry back and forth);
 # re-running continues the study and reuses finished validation runs.
-#   NCF_JOBS=12 bash scripts/gpu_ncf_tuned.sh
+#   NCF_JOBS=12 bash scripts/gpu/ncf_tuned.sh
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 sweep=${SWEEP:-ncf_tuned}
 work=${NCF_WORK:-$PWD/multirun/$sweep}
 jobs=${NCF_JOBS:-12}

@@ -3,14 +3,14 @@
 # model, scale and seed through the CLI under this tree's src/ ("new") and a base tree's ("base",
 # a `git archive <rev> src conf` tar carried along), so a src/ change's time to train and throughput
 # are compared on the same machine in the same call (host-bound ding runs differ by tens of percent
-# between machines). Run by scripts/gpu_session.sh, e.g. with the base carried in .carry/:
+# between machines). Run by scripts/gpu/run.sh, e.g. with the base carried in .carry/:
 #   git archive main src conf > .carry/base-main.tar
 #   PAIRED_TAR=.carry/base-main.tar PAIRED_MODELS="gnmt transformer" PAIRED_SEEDS="0 1" \
-#     bash scripts/gpu_session.sh scripts/gpu_paired.sh
+#     bash scripts/gpu/run.sh scripts/gpu/paired.sh
 # Each run's log and MLflow store land in $OUT/paired; one line per run is printed: tree, model,
 # seed, exit, wall, outcome, epochs, time to train, throughput.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 tar_file=${PAIRED_TAR:?"a tar of the base tree's src/ (git archive REV src conf)"}
 [[ -f $tar_file ]] || { echo "PAIRED_TAR $tar_file: no such file"; exit 2; }
 base=/tmp/paired-base
@@ -23,7 +23,7 @@ mkdir -p "$work"
 HW=${HW:-h200}
 extra=${PAIRED_ARGS-scale=ding}  # empty: the model's default scale
 site=${PYTHONPATH:-}
-site=${site%%:*}  # gpu_session.sh puts its wheel folder first
+site=${site%%:*}  # run.sh puts its wheel folder first
 run() {  # tree model seed
   local src=$PWD/src && [[ $1 == base ]] && src=$base/src
   local name=$1_$2_seed$3 started=$SECONDS

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 15 measurements on one GPU, from the repo root (run by scripts/gpu_session.sh, or with src/
+# Speed measurements on one GPU, from the repo root (run by scripts/gpu/run.sh, or with src/
 # and the dependencies importable). Parts (PARTS, space-separated, default all but suite):
 #   ding      where Transformer scale=ding's first epoch goes (perf/first_epoch.py, 3 epochs)
 #   ncf_mini  mini NCF to its target, hw=h200: perf=default vs GPU-resident data + whole-step graph
@@ -13,11 +13,11 @@
 #             after each path, so a cut-off part keeps what it profiled)
 # Each part has its own time limit, so one hung part cannot take the others' figures with it.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python3}
 HW=${HW:-h200}
 PARTS=${PARTS:-ding ncf_mini variants}
-# logs and the suite's CSV in $OUT (what comes back from a lent machine: few files); MLflow store
+# logs and the suite's CSV in $OUT (few files, easy to copy back from the GPU host); MLflow store
 # and run folders in WORK
 dest=${OUT:-/tmp/t4bench_gpu_perf}
 work=${WORK:-/tmp/t4bench_gpu_perf_work}

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# One call on a lent GPU machine (Python 3.12 + CUDA torch, no package index): install the wheels
+# One call on a GPU host (Python 3.12 + CUDA torch, no package index): install the wheels
 # carried in .whl/ (mlflow, hydra, optuna, pycocotools, mlperf-logging, ...; see docs/hardware.md),
 # put src/ on the path, then run the named GPU scripts one after another, each into its own log.
-#   bash scripts/gpu_session.sh scripts/gpu_checks.sh scripts/gpu_vision.sh ...
+#   bash scripts/gpu/run.sh scripts/gpu/checks.sh scripts/gpu/vision.sh ...
 # A script named as bg:PATH runs in the background from the start (CPU-only work that shares the
 # lease, e.g. bg:scripts/seeds_translation.sh with BG_ARGS="5"), and is waited for at the end; its
 # CPU load is then on the host while the GPU scripts are timed: say so next to their figures.
 # Logs land in $OUT (or /tmp/t4bench_gpu), MLflow stores and run folders in $OUT/work.tgz; each
 # script prints its figures last.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 results=${OUT:-/tmp/t4bench_gpu}
 # the scripts write MLflow stores and run folders under work/, packed into one archive at the end
 export OUT=$results/work RESULTS=$results
@@ -22,7 +22,7 @@ else
   export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONUNBUFFERED=1 PYTHON=python3
-# the mini data carried by scripts/gpu_data.sh: unpacked, and the Fashion-MNIST sets prepared here
+# the mini data carried by scripts/gpu/pack_data.sh: unpacked, and the Fashion-MNIST sets prepared here
 if [[ -f .carry/data-small.tgz && ! -d data/translation ]]; then tar xzf .carry/data-small.tgz; fi
 if compgen -G ".carry-vision/*.xz" >/dev/null && [[ ! -f data/fashion-coco/.complete.json ]]; then
   python3 - <<'PY'
@@ -38,7 +38,7 @@ PY
   T4BENCH_FASHION_MNIST_DIR=/tmp/fashion-mnist python3 -m t4bench.data.prepare fashion-mnist-folder fashion-coco \
     | tail -2
 fi
-# never let NCCL/PyTorch use NVLink multicast on lent machines (see the device notes)
+# never let NCCL/PyTorch use NVLink multicast on shared or virtual GPU hosts
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.device_count(), 'GPU(s)')"
 nvidia-smi --query-gpu=name,driver_version,power.draw,temperature.gpu,clocks.sm --format=csv,noheader || true

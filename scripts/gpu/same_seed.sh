@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run-to-run noise at one seed, and what deterministic=true costs (issue #24; docs/sweeps.md
+# Run-to-run noise at one seed, and what deterministic=true costs (docs/sweeps.md
 # "Run-to-run noise"). GNMT and Transformer at scale=ding on the H200: seed 0 trained K times with
 # deterministic=false and K times with deterministic=true. Prepared, not yet run on a GPU.
 #
@@ -13,14 +13,14 @@
 # speed figure, these are the cost of the switch. One MLflow store (STORE), packed back into
 # $RESULTS; scripts/same_seed.py writes $OUT/same_seed.csv and $OUT/same_seed_summary.csv.
 #
-#   BUDGET_S=420 bash scripts/gpu_session.sh scripts/gpu_same_seed.sh     # one lent-GPU call (H200)
+#   LIMIT_S=420 bash scripts/gpu/run.sh scripts/gpu/same_seed.sh     # one call on a GPU host (H200)
 #   HW=cpu SCALE=mini K=2 ALONE=0 EXTRA="max_epochs=1" OUT=/tmp/ss WORK=/tmp/ss/work \
-#     scripts/gpu_same_seed.sh                                            # CPU dry run
+#     scripts/gpu/same_seed.sh                                            # CPU dry run
 #
-# BUDGET_S bounds each arm's packed part (what finished stays in the store; a run cut off is
+# LIMIT_S bounds each arm's packed part (what finished stays in the store; a run cut off is
 # `killed` and left out of the table's epochs); 0: no bound.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 MODELS=${MODELS:-"gnmt transformer"}
 HW=${HW:-h200}
 SCALE=${SCALE:-ding}
@@ -30,7 +30,7 @@ ARMS=${ARMS:-"false true"}
 ALONE=${ALONE:-1}
 EVAL_EVERY=${EVAL_EVERY:-0.5}
 MPS=${MPS:-$([[ $HW == cpu ]] && echo false || echo true)}
-BUDGET_S=${BUDGET_S:-0}
+LIMIT_S=${LIMIT_S:-0}
 OUT=${OUT:-docs/convergence}
 WORK=${WORK:-multirun/same_seed}
 mkdir -p "$WORK" "$OUT"
@@ -38,8 +38,8 @@ WORK=$(cd "$WORK" && pwd)  # absolute: the store URL and the runs' artifacts mus
 STORE=${STORE:-sqlite:///$WORK/mlflow.db}
 export T4BENCH_DATA_DIR=${T4BENCH_DATA_DIR:-$PWD/data}
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1  # 2K processes share the host's cores
-# shellcheck source=scripts/gpu_study_common.sh
-source scripts/gpu_study_common.sh
+# shellcheck source=scripts/gpu/study_common.sh
+source scripts/gpu/study_common.sh
 if [[ -z ${PART:-} && $HW != cpu ]]; then
   # the daemon for every sweep (each one's hw.mps=true then finds it running and leaves it)
   MPS=$([[ $MPS == true ]] && echo 1 || echo 0) start_mps_and_monitor "$WORK/gpu_use.csv" 5
@@ -70,11 +70,11 @@ for arm in $ARMS; do
   leaders=() logs=()
   for model in $MODELS; do
     logs+=("$WORK/${model}_det-${arm}_$stamp.log")
-    # its own process group (setsid), so the budget ends the sweep's workers too (end_groups)
+    # its own process group (setsid), so the time limit ends the sweep's workers too (end_groups)
     PART=$model:$arm STAMP=$stamp WORK=$WORK STORE=$STORE MPS=$MPS setsid bash "$0" >"${logs[-1]}" 2>&1 &
     leaders+=("$!")
   done
-  end_groups "$((BUDGET_S > 0 ? BUDGET_S : 86400))" "${leaders[@]}" || true  # (its last kill finds nothing)
+  end_groups "$((LIMIT_S > 0 ? LIMIT_S : 86400))" "${leaders[@]}" || true  # (its last kill finds nothing)
   for log in "${logs[@]}"; do echo "== $log"; { grep -E "error|Error|exited" "$log" || true; } | tail -n 5; done
 done
 # the cost of the switch: runs alone on the GPU (their seconds count), one at a time
@@ -92,6 +92,6 @@ fi
 # shellcheck disable=SC2086  # MODELS: several names
 ${PYTHON:-python} scripts/same_seed.py --store "$STORE" --scale "$SCALE" --models $MODELS \
   --csv "$OUT/same_seed.csv" --summary "$OUT/same_seed_summary.csv"
-# a lent-GPU call: the store (runs, their run_tags.json) and logs go back as one file
+# a call on a GPU host: the store (runs, their run_tags.json) and logs go back as one file
 [[ -n ${RESULTS:-} ]] && pack_store "$WORK" "$RESULTS/same_seed.tar.xz"
 exit 0

@@ -3,11 +3,10 @@
 # GPU profile's default settings, one CSV row each:
 #   NCF mini to its target; GNMT and Transformer scale=ding to their targets; ResNet-50, SSD and
 #   Mask R-CNN mini for a few epochs, and each of those three with input=synthetic (throughput).
-# On the GPU machine, through scripts/gpu_session.sh (which installs the carried wheels and data):
-#   GIT_COMMIT=<hash> bash scripts/gpu_session.sh scripts/gpu_smoke.sh
+# On the GPU machine, through scripts/gpu/run.sh (which installs the carried wheels and data):
+#   GIT_COMMIT=<hash> bash scripts/gpu/run.sh scripts/gpu/smoke.sh
 # Write the hash out (`git rev-parse HEAD` here, pasted): the command runs on the GPU machine, whose
-# copy of .git can be older than the tree it was sent (2026-12-05: it named the session's first
-# commit). Without GIT_COMMIT the CSV says HEAD, with "+changed" when src/ or conf/ differ from it.
+# copy of .git can be older than the tree it was sent (it can name an earlier commit). Without GIT_COMMIT the CSV says HEAD, with "+changed" when src/ or conf/ differ from it.
 # CSV columns: case, model, command, exit, outcome, epochs, time_to_train_s, throughput,
 # throughput_unit, peak_gpu_memory_gib, wall_s, runs_on_gpu (1: alone), gpu, git_commit. Written to $SMOKE_CSV (default
 # $RESULTS/gpu_smoke.csv); commit it as perf/results/gpu_smoke_<gpu>.csv. CASES picks cases.
@@ -17,7 +16,7 @@
 # The runs go one after another, alone on the GPU, so their seconds are the GPU's own (except the
 # TOGETHER cases, marked in runs_on_gpu).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python3}
 HW=${HW:-h200}
 perf=${PERF:+perf=$PERF}
@@ -43,10 +42,10 @@ declare -A args=(
   [ncf-synthetic]="model=ncf input=synthetic"
 )
 cases=${CASES:-ncf gnmt transformer resnet50 ssd maskrcnn resnet50-synthetic ssd-synthetic maskrcnn-synthetic gnmt-synthetic}
-# TOGETHER: cases run side by side after the others (when device time is short); their rows say
-# how many shared the GPU, and their seconds are not the GPU's own. BUDGET_S: no case starts after it.
+# TOGETHER: cases run side by side after the others (when GPU time is short); their rows say
+# how many shared the GPU, and their seconds are not the GPU's own. LIMIT_S: no case starts after it.
 together=${TOGETHER:-}
-budget=${BUDGET_S:-100000}
+limit=${LIMIT_S:-100000}
 : >"$work/cases.tsv"
 one_case() {  # case, sharing
   local case=$1 shared=$2 started=$SECONDS extra status
@@ -63,7 +62,7 @@ for case in $cases $together; do  # a misspelt case would run the default model 
   [[ -n ${args[$case]:-} ]] || { echo "gpu_smoke: unknown case '$case' (one of: ${!args[*]})" >&2; exit 2; }
 done
 for case in $cases; do
-  if ((SECONDS > budget)); then echo "$case: not started (BUDGET_S=$budget reached)"; continue; fi
+  if ((SECONDS > limit)); then echo "$case: not started (LIMIT_S=$limit reached)"; continue; fi
   one_case "$case" 1
 done
 write_csv() {
@@ -114,7 +113,7 @@ PY
 }
 # the CSV of the cases so far, in case the side-by-side ones are cut short
 [[ -n $together ]] && write_csv >/dev/null
-if [[ -n $together ]] && ((SECONDS <= budget)); then
+if [[ -n $together ]] && ((SECONDS <= limit)); then
   n=$(wc -w <<<"$together")
   for case in $together; do one_case "$case" "$n" & done
   wait

@@ -1,4 +1,4 @@
-# Shared by scripts/gpu_convergence.sh and scripts/gpu_holdout.sh (sourced, not run): CUDA MPS for
+# Shared by scripts/gpu/convergence.sh and scripts/gpu/holdout.sh (sourced, not run): CUDA MPS for
 # the call, a GPU-use monitor, and the study store packed for the next call.
 
 # start_mps_and_monitor CSV INTERVAL_S: MPS on unless MPS=0 (stopped when the script exits), and
@@ -13,8 +13,8 @@ start_mps_and_monitor() {
 }
 
 # pack_store WORK OUT_TAR_XZ: what resuming needs (journal, MLflow store and artifacts, logs), not
-# the per-job folders; xz: the store compresses to a third of gzip's size, and it travels in the
-# repo between sessions
+# the per-job folders; xz: the store compresses to a third of gzip's size, and it travels
+# between calls
 pack_store() {
   ${PYTHON:-python3} - "$1" "$2" <<'PY'
 import sqlite3, sys, tarfile
@@ -28,7 +28,7 @@ with tarfile.open(sys.argv[2], "w:xz", preset=6) as tar:
     for path in keep:
         tar.add(path, arcname=str(path.relative_to(work)))
     # the MLflow store through SQLite's backup API, never as raw bytes: a run process still
-    # writing (a straggler past the budget) would leave a copied file mid-transaction, malformed
+    # writing (a straggler past the time limit) would leave a copied file mid-transaction, malformed
     # (it happened: 2026-12-04, the Transformer holdout's store)
     if (work / "mlflow.db").exists():
         snapshot = work / "mlflow.db.snapshot"
@@ -43,8 +43,8 @@ with tarfile.open(sys.argv[2], "w:xz", preset=6) as tar:
 PY
 }
 
-# end_groups BUDGET_S LEADER...: wait while any process of the leaders' groups (each started with
-# setsid) runs, at most BUDGET_S seconds; then SIGTERM the groups, give them 30 s, SIGKILL what is
+# end_groups LIMIT_S LEADER...: wait while any process of the leaders' groups (each started with
+# setsid) runs, at most LIMIT_S seconds; then SIGTERM the groups, give them 30 s, SIGKILL what is
 # left. Whole groups, not the leaders alone: a joblib worker still writing while the store is
 # packed leaves it cut mid-transaction (2026-12-04, the Transformer holdout's store)
 end_groups() {

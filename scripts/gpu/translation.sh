@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Translation on one GPU (issue 4), from the repo root, with data/translation/{ding,mini} present:
-#   OUT=/some/dir bash scripts/gpu_translation.sh          (HW=h200 by default)
+# Translation on one GPU, from the repo root, with data/translation/{ding,mini} present:
+#   OUT=/some/dir bash scripts/gpu/translation.sh          (HW=h200 by default)
 # (a) scale=ding GNMT and Transformer trained to their BLEU targets through `python -m t4bench`
 #     (conf/model_scale/*_ding.yaml), BLEU per epoch printed;
 # (b) synthetic reference-size throughput of both, t4bench vs a bare PyTorch loop, bf16 and fp32
@@ -11,7 +11,7 @@
 # GNMT_ARGS / TRANSFORMER_ARGS / THROUGHPUT_ARGS (space-separated overrides) go to one step only
 # (a CPU dry run: HW=cpu DING_EPOCHS=1 STEPS=1 with tiny models, see docs/translation.md).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python3}
 HW=${HW:-h200}
 STEPS=${STEPS:-100}
@@ -23,7 +23,7 @@ if [[ -n ${DING_EPOCHS:-} ]]; then cap=("max_epochs=$DING_EPOCHS"); fi
 
 for kind in ding mini; do
   if [[ ! -f data/translation/$kind/manifest.json ]]; then
-    echo "gpu_translation.sh: error: data/translation/$kind is missing (python -m t4bench.data.prepare translation)" >&2
+    echo "scripts/gpu/translation.sh: error: data/translation/$kind is missing (python -m t4bench.data.prepare translation)" >&2
     exit 2
   fi
 done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Vision benchmarks on a CUDA host (issue 3), from the repo root with `import t4bench` working:
-#   bash scripts/gpu_vision.sh                 (hw=h200, bf16; HW=a100 etc. for other profiles)
+# Vision benchmarks on a CUDA host, from the repo root with `import t4bench` working:
+#   bash scripts/gpu/vision.sh                 (hw=h200, bf16; HW=a100 etc. for other profiles)
 # 1. synthetic training throughput at reference size, t4bench vs a bare PyTorch loop of the same
 #    model/batch/precision/optimizer (perf/vision_throughput.py), printed as a table
 # 2. the SSD and Mask R-CNN mini runs on the GPU (bf16 training and COCOeval evaluation on CUDA,
