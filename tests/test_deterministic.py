@@ -2,7 +2,7 @@
 rank (its tag is read back from torch there), two runs of one seed repeat each other bit for bit,
 perf.cudnn_benchmark=true is refused in one line, and an op without a deterministic kernel ends
 the run with one line naming it. CPU only: GPU runs are where the switch matters, and its cost
-there is measured by scripts/gpu_same_seed.sh."""
+there is measured by scripts/gpu/same_seed.sh."""
 
 from __future__ import annotations
 

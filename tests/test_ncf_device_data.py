@@ -2,7 +2,7 @@
 code that `model=ncf hw=h200` takes: the device sampler's batches, the evaluation candidates held
 on the device, and the trivial baseline read back from them (the host/device boundary that broke
 the default H200 run). A device mix-up that only a real GPU shows stays the GPU smoke's to find
-(scripts/gpu_smoke.sh)."""
+(scripts/gpu/smoke.sh)."""
 
 from __future__ import annotations
 

@@ -129,7 +129,7 @@ def test_a_packed_sweep_ends_its_idle_workers() -> None:
 
 
 def test_pack_check_counts_the_runs_of_every_sweep_started_side_by_side() -> None:
-    """scripts/pack_check.py (run by scripts/gpu_arms.sh before any arm starts): two arms of 12
+    """scripts/pack_check.py (run by scripts/gpu/arms.sh before any arm starts): two arms of 12
     Transformer runs fit one 80 GiB GPU at the table's figure, three do not, in one line."""
     script = Path(__file__).resolve().parents[1] / "scripts" / "pack_check.py"
     one_run = ["model=transformer", "scale=ding", "hparams=tuned", "hw=h100"]

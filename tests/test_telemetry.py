@@ -1,5 +1,5 @@
 """NVML telemetry. The parsing and summary logic is fed a fake NVML (this host has none); the real
-NVML path runs on the GPU machine (scripts/gpu_checks.sh). Here: telemetry must be off, tagged."""
+NVML path runs on the GPU machine (scripts/gpu/checks.sh). Here: telemetry must be off, tagged."""
 
 from __future__ import annotations
 
