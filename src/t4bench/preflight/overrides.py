@@ -261,3 +261,25 @@ def explain(err: BaseException, argv: Sequence[str]) -> str:
         cause = _first(str(err.__cause__)) if err.__cause__ else _first(text)
         return f"{found.group(1)}: {cause}"
     return _first(text) or type(err).__name__
+
+
+# --------------------------------------------------------------------------------------------
+# sweeps with nothing to run
+
+
+def check_sweeps_not_empty(lines: Sequence[str]) -> None:
+    """Refuse a --multirun whose range or choice sweeps no value (`seed=range(5,1)`): Hydra would
+    launch no job and the sweep would leave an empty parent run behind. Called before anything
+    exists, with the command line's overrides."""
+    from hydra.core.override_parser.types import ChoiceSweep, RangeSweep
+
+    for override in _parse(lines):
+        if not override.is_sweep_override():
+            continue
+        value = override.value()
+        if isinstance(value, (ChoiceSweep, RangeSweep)) and not list(override.sweep_string_iterator()):
+            why = ""
+            if isinstance(value, RangeSweep):
+                step = value.step if value.step is not None else 1
+                why = f": the range from {value.start} to {value.stop} by {step} holds no value"
+            raise T4BenchError(f"{override.input_line}: sweeps nothing{why}, so no job would run")

@@ -5,9 +5,14 @@ loses its machine. While a run trains, `Heartbeat` tags it with its host, pid (a
 time, so a reused pid is not taken for the run's) and `t4bench.heartbeat` = unix time, refreshed
 every `interval_s` from a daemon thread. `repair` marks a RUNNING run KILLED (outcome `killed`)
 when its process is gone: on this host, the pid is dead or belongs to another process; on another
-host, no heartbeat for `STALE_INTERVALS` intervals. Runs without a heartbeat tag (made by other
-tools, or by t4bench before this existed) are left alone. Every heartbeat's first beat also repairs
-its own experiment, so a stale run is closed at the start of the next one.
+host, no heartbeat for `STALE_INTERVALS` intervals. Every heartbeat's first beat also repairs its
+own experiment, so a stale run is closed at the start of the next one.
+
+A process can die between creating a run and tagging it, so the tags that say who owns a run
+(`owner_tags`) go into the very call that creates a sweep's parent and trial runs. A training run
+is created first and tagged by its heartbeat a moment later: one with no heartbeat is judged by
+what it belongs to (its parent run, closed as gone: its in-process children go with it) and by its
+age (`NO_BEAT_LIMIT_S` after its start). Runs without t4bench tags (other tools') are left alone.
 
 The command line (`python -m t4bench.runs repair`) is `t4bench.runs.__main__`.
 """
@@ -30,6 +35,10 @@ from t4bench.runs import search
 DEFAULT_INTERVAL_S = 30.0
 #: a run on another host is stale after this many missed heartbeats (slow stores, clock skew)
 STALE_INTERVALS = 5
+#: a t4bench training run still without a heartbeat this long after its start never got one (its
+#: process died between creating it and starting the heartbeat); generous, since a launcher may
+#: create the run minutes before its ranks start training
+NO_BEAT_LIMIT_S = 600.0
 
 log = logging.getLogger(__name__)
 
@@ -70,29 +79,49 @@ def process_alive(pid: int, start_time: str | None = None) -> bool:
     return start_time is None or len(fields) <= 19 or fields[19] == start_time
 
 
+def owner_tags(interval_s: float = DEFAULT_INTERVAL_S) -> dict[str, str]:
+    """The tags that make a RUNNING run this process's (host, pid, the pid's start time and
+    namespace) with a first heartbeat now: given to `create_run` itself, a run can never exist
+    without them, however the process dies."""
+    pid = os.getpid()
+    return {
+        names.HOST: socket.gethostname(),
+        names.PID: str(pid),
+        names.PID_START: pid_start_time(pid) or "",
+        names.PID_NAMESPACE: pid_namespace(),
+        names.HEARTBEAT_INTERVAL_S: f"{interval_s:g}",
+        names.HEARTBEAT: str(int(time.time())),
+    }
+
+
 class Heartbeat:
-    """Tags `run_id` with host/pid at start and the time every `interval_s` until `stop()`."""
+    """Tags `run_id` with host/pid at start and the time every `interval_s` until `stop()`.
+    `owned`: the run was created with `owner_tags` (or took them over), so only the beats remain."""
 
     def __init__(
-        self, tracking_uri: str, run_id: str, interval_s: float = DEFAULT_INTERVAL_S, repair_on_start: bool = True
+        self,
+        tracking_uri: str,
+        run_id: str,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        repair_on_start: bool = True,
+        owned: bool = False,
     ) -> None:
         from mlflow.tracking import MlflowClient
 
         self.run_id = run_id
         self.interval_s = interval_s
         self.repair_on_start = repair_on_start
+        self.owned = owned
         self._client = MlflowClient(tracking_uri)
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> Heartbeat:
-        pid = os.getpid()
-        self._client.set_tag(self.run_id, names.HOST, socket.gethostname())
-        self._client.set_tag(self.run_id, names.PID, str(pid))
-        self._client.set_tag(self.run_id, names.PID_START, pid_start_time(pid) or "")
-        self._client.set_tag(self.run_id, names.PID_NAMESPACE, pid_namespace())
-        self._client.set_tag(self.run_id, names.HEARTBEAT_INTERVAL_S, f"{self.interval_s:g}")
-        self._beat()
+        if not self.owned:
+            from t4bench import faults
+
+            faults.kill_point("training.run_created")  # the run exists, nothing says whose it is
+            take_over(self._client, self.run_id, self.interval_s)
         self._thread = threading.Thread(target=self._loop, name="t4bench-heartbeat", daemon=True)
         self._thread.start()
         return self
@@ -130,6 +159,13 @@ class Heartbeat:
                     log.warning("t4bench: heartbeat of run %s not written: %s", self.run_id, err)
 
 
+def take_over(client: Any, run_id: str, interval_s: float = DEFAULT_INTERVAL_S) -> None:
+    """Make an existing run this process's (one batch: all owner tags or none)."""
+    from mlflow.entities import RunTag
+
+    client.log_batch(run_id, tags=[RunTag(k, v) for k, v in owner_tags(interval_s).items()])
+
+
 @dataclass(frozen=True)
 class Verdict:
     run_id: str
@@ -160,6 +196,20 @@ def stale_reason(tags: dict[str, str], now: float, host: str, stale_intervals: i
     return None
 
 
+def _no_beat_reason(run: Any, now: float, closed: set[str]) -> str | None:
+    """Why a RUNNING t4bench run that never beat is gone (None: it may still start beating)."""
+    tags = run.data.tags
+    parent = tags.get(names.MLFLOW_PARENT_RUN_ID)
+    if parent in closed:  # its parent's process is gone, and it ran in that process
+        return f"its parent run {parent} is gone and it never sent a heartbeat"
+    if names.MODEL not in tags or names.SWEEP_ROLE in tags:  # not a t4bench training run
+        return None
+    age = now - (run.info.start_time or 0) / 1000
+    if age > NO_BEAT_LIMIT_S:
+        return f"no heartbeat {age:.0f} s after its start (its process died before the first)"
+    return None
+
+
 def repair(
     client: Any,
     experiment_ids: Sequence[str] | None = None,
@@ -168,29 +218,47 @@ def repair(
     dry_run: bool = False,
     stale_intervals: int = STALE_INTERVALS,
 ) -> list[Verdict]:
-    """Mark RUNNING runs whose process is gone KILLED (outcome killed); returns what it found."""
+    """Mark RUNNING runs whose process is gone KILLED (outcome killed); returns what it found:
+    those whose heartbeat says so, then those that never beat (`_no_beat_reason`)."""
     if experiment_ids is None:
         experiment_ids = [e.experiment_id for e in client.search_experiments()]
     if not experiment_ids:
         return []
     host, now = socket.gethostname(), time.time()
-    found = []
+    found: list[Verdict] = []
+    silent = []
     for run in search.all_runs(client, experiment_ids, f"attributes.status = '{names.RUNNING}'"):
         if run.info.run_id in exclude:
             continue
-        reason = stale_reason(run.data.tags, now, host, stale_intervals)
-        if reason is None:
+        if names.HEARTBEAT not in run.data.tags:
+            silent.append(run)
             continue
-        beat = int(run.data.tags[names.HEARTBEAT])
-        verdict = Verdict(run.info.run_id, run.info.run_name or "", run.info.experiment_id, reason, beat)
-        found.append(verdict)
-        if not dry_run:
-            client.set_tag(run.info.run_id, names.OUTCOME, names.OUTCOME_KILLED)
-            client.set_tag(run.info.run_id, names.REPAIRED, reason)
-            # the run ended at its last sign of life, not when the repair noticed
-            client.set_terminated(run.info.run_id, status=names.KILLED, end_time=beat * 1000)
-            _fold(client, run.info.run_id)
+        reason = stale_reason(run.data.tags, now, host, stale_intervals)
+        if reason is not None:
+            found.append(_close(client, run, reason, int(run.data.tags[names.HEARTBEAT]), dry_run))
+    closed = {v.run_id for v in found}
+    while silent:  # children first judged after their parents: a trial's seed after the trial
+        judged = [(run, _no_beat_reason(run, now, closed)) for run in silent]
+        newly = [(run, reason) for run, reason in judged if reason is not None]
+        if not newly:
+            break
+        for run, reason in newly:
+            start = int((run.info.start_time or 0) / 1000)
+            found.append(_close(client, run, reason, start, dry_run))
+            closed.add(run.info.run_id)
+        silent = [run for run, reason in judged if reason is None]
     return found
+
+
+def _close(client: Any, run: Any, reason: str, last_beat: int, dry_run: bool) -> Verdict:
+    verdict = Verdict(run.info.run_id, run.info.run_name or "", run.info.experiment_id, reason, last_beat)
+    if not dry_run:
+        client.set_tag(run.info.run_id, names.OUTCOME, names.OUTCOME_KILLED)
+        client.set_tag(run.info.run_id, names.REPAIRED, reason)
+        # the run ended at its last sign of life, not when the repair noticed
+        client.set_terminated(run.info.run_id, status=names.KILLED, end_time=last_beat * 1000)
+        _fold(client, run.info.run_id)
+    return verdict
 
 
 def _fold(client: Any, run_id: str) -> None:

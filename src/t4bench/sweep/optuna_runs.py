@@ -11,6 +11,12 @@ keeps its head and a hash of the whole (`gnmt_ding_tu~3f9a`); the tags keep the 
 The parent belongs to one study: the study keeps the parent's run id as a user attribute, and the
 parent carries the study's identity tag (study name, storage and a uid made with the study), so a
 resumed sweep reopens its own parent and another study reusing the sweep id fails with one line.
+
+A process may die between any two writes (t4bench.faults.TRIAL_START_STEPS), so parent and trial
+runs are created with every tag in the one create call, their owner's (`runs.liveness.owner_tags`)
+included: a run that exists is findable (by sweep id and identity) and closable (`runs repair`, or
+the next run of the sweep, which repairs its experiment first) whatever step the process died at.
+Tags beyond the run's budget move to its tag file when it ends.
 """
 
 from __future__ import annotations
@@ -23,12 +29,15 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from t4bench import faults, run_names
 from t4bench import mlflow_names as names
-from t4bench import run_names
+from t4bench.runs import liveness
 from t4bench.sweep import mlflow_layout, stats
 
 log = logging.getLogger(__name__)
 
+#: heartbeat interval of parent and trial runs (seconds): their owner beats while it works on them
+HEARTBEAT_S = 30.0
 PARENT_ATTR = "mlflow_parent_run_id"
 TRIAL_RUN_ATTR = "mlflow_run_id"
 STATE_TAG = names.OPTUNA_STATE
@@ -96,9 +105,13 @@ def fixed_params(config: DictConfig, searched: Sequence[str], fixed_overrides: S
 class OptunaSweepRuns:
     def __init__(self, config: DictConfig, sweep_id: str, study_name: str, storage_url: str, study_uid: str) -> None:
         self.mlflow, self.exp_id = mlflow_layout.for_config(config)
+        self.uri = str(config.tracking.uri)  # resolvable now: for_config set Hydra's node
         self.config, self.sweep_id = config, sweep_id
         self.study_name, self.storage_url, self.study_uid = study_name, storage_url, study_uid
         self.parent_id: str | None = None
+        #: this process keeps the parent alive (owner tags, heartbeat): the first worker, which
+        #: outlives the others it started
+        self.owns_parent = True
 
     @property
     def identity(self) -> str:
@@ -120,35 +133,81 @@ class OptunaSweepRuns:
             names.OPTUNA_STUDY_UID: self.study_uid,
         }
 
+    def repair_experiment(self) -> None:
+        """Close the runs of this experiment whose process is gone (a sweep killed at any step
+        of a trial's start left them RUNNING), before this sweep adds its own."""
+        try:
+            for verdict in liveness.repair(self.mlflow, [self.exp_id]):
+                log.warning("%s", verdict.describe())
+        except Exception as err:  # a failed clean-up must not stop the sweep
+            log.warning("stale-run check skipped: %s", err)
+
+    def _create_owned(self, run_name: str, tags: Mapping[str, Any]) -> str:
+        """A run with all its tags and this process's owner tags in one create call: never a run
+        that recovery cannot find or judge."""
+        every = {k: str(v)[:5000] for k, v in tags.items()}  # MLflow caps a tag's value
+        every.update(liveness.owner_tags(HEARTBEAT_S))
+        return str(self.mlflow.create_run(self.exp_id, run_name=run_name, tags=every).info.run_id)
+
+    def heartbeat(self, run_id: str | None) -> Any:
+        """`with runs.heartbeat(run_id):` the run's heartbeat while this process works on it (a
+        `runs repair` on another host judges it by that); nothing for no run."""
+        import contextlib
+
+        if run_id is None:
+            return contextlib.nullcontext()
+        return liveness.Heartbeat(self.uri, run_id, HEARTBEAT_S, repair_on_start=False, owned=True)
+
+    def _close(self, run_id: str, status: str) -> None:
+        """Fold the liveness and create-time tags into the run's tag file, then end it."""
+        from t4bench.tracking import fold_tags
+
+        try:
+            fold_tags(self.mlflow, run_id)
+        except Exception as err:  # ending the run matters more than its tag budget
+            log.warning("MLflow run %s: tags not folded: %s", run_id, err)
+        self.mlflow.set_terminated(run_id, status=status)
+
     # ---- parent --------------------------------------------------------------------------
+    def _known_parent(self, known: Any) -> Any | None:
+        if not known:
+            return None
+        try:
+            run = self.mlflow.get_run(str(known))
+        except Exception:  # gone from this tracking store: make a new one
+            return None
+        return None if run.info.lifecycle_stage == "deleted" else run
+
     def open_parent(self, study: Any, *, reopen: bool, params: Mapping[str, Any]) -> str:
         """The study's parent run: the one the study recorded (RUNNING again when `reopen`), else
         one found by sweep id that carries this study's identity, else a new one."""
         known = study.user_attrs.get(PARENT_ATTR)
-        run = None
-        if known:
-            try:
-                run = self.mlflow.get_run(str(known))
-            except Exception:  # gone from this tracking store: make a new one
-                run = None
-        if run is not None and run.info.lifecycle_stage != "deleted":
-            self.parent_id = str(known)
-            # a study made before identity tags: it is this study's own parent all the same
-            mlflow_layout.set_tags(self.mlflow, self.parent_id, {names.SWEEP_IDENTITY: self.identity})
+        run = self._known_parent(known)
+        if run is None:
+            found = mlflow_layout.find_runs(self.mlflow, self.exp_id, self.sweep_id, "parent")
+            if found:
+                mlflow_layout.check_identity(self.mlflow, found[0], self.sweep_id, self.identity)
+                run = found[0]
+        if run is not None:
+            self.parent_id = str(run.info.run_id)
+            if run.info.run_id == known:  # a study made before identity tags: its own parent all the same
+                mlflow_layout.set_tags(self.mlflow, self.parent_id, {names.SWEEP_IDENTITY: self.identity})
+            if reopen and self.owns_parent:  # owned before it is RUNNING again: never RUNNING and ownerless
+                liveness.take_over(self.mlflow, self.parent_id, HEARTBEAT_S)
             if reopen and run.info.status != names.RUNNING:
                 self.mlflow.update_run(self.parent_id, status=names.RUNNING)
-            return self.parent_id
-        self.parent_id = mlflow_layout.get_or_create_parent(
-            self.mlflow,
-            self.exp_id,
-            self.sweep_id,
-            kind="optuna",
-            run_name=parent_run_name(self.study_name, self.study_uid),
-            tags=self.study_tags(),
-            identity=self.identity,
-            reopen=reopen,
-        )
-        study.set_user_attr(PARENT_ATTR, self.parent_id)
+        else:
+            tags = {
+                names.SWEEP_ID: self.sweep_id,
+                names.SWEEP_ROLE: "parent",
+                names.SWEEP_KIND: "optuna",
+                names.SWEEP_IDENTITY: self.identity,
+                **self.study_tags(),
+            }
+            self.parent_id = self._create_owned(parent_run_name(self.study_name, self.study_uid), tags)
+            faults.kill_point("parent.created")
+        if known != self.parent_id:
+            study.set_user_attr(PARENT_ATTR, self.parent_id)
         try:
             mlflow_layout.log_params(self.mlflow, self.parent_id, params)
         except Exception as err:  # logged before by this study (params are immutable): keep them
@@ -182,7 +241,7 @@ class OptunaSweepRuns:
                 path.write_text(json.dumps(summary, indent=2, default=str))
                 self.mlflow.log_artifact(self.parent_id, str(path))
             if done:
-                self.mlflow.set_terminated(self.parent_id, status=names.FINISHED)
+                self._close(self.parent_id, names.FINISHED)
         except Exception as err:  # tracking must not lose the study's accounting
             log.warning("MLflow parent run %s: %s", self.parent_id, err)
 
@@ -190,26 +249,30 @@ class OptunaSweepRuns:
         if self.parent_id is None:
             return
         try:
-            self.mlflow.set_terminated(self.parent_id, status=status)
+            self._close(self.parent_id, status)
         except Exception as err:
             log.warning("MLflow parent run %s: %s", self.parent_id, err)
 
     # ---- trials --------------------------------------------------------------------------
     def start_trial(self, trial: Any, seeds: Sequence[int], retry_of: Any = None) -> str:
-        tags: dict[str, Any] = {TRIAL_TAG: trial.number, STATE_TAG: "RUNNING", **self.study_tags()}
+        """The trial's run, created whole (tags and owner in one call), then recorded on the trial
+        at once, then given its params: a kill between any two leaves a run that `runs repair`
+        or the next sweep closes."""
+        tags: dict[str, Any] = {
+            names.SWEEP_ID: self.sweep_id,
+            names.SWEEP_ROLE: "trial",
+            names.MLFLOW_PARENT_RUN_ID: str(self.parent_id),
+            TRIAL_TAG: trial.number,
+            STATE_TAG: "RUNNING",
+            **self.study_tags(),
+        }
         if retry_of is not None:
             tags[names.RETRY_OF] = retry_of
-        run_id = mlflow_layout.create_child(
-            self.mlflow,
-            self.exp_id,
-            str(self.parent_id),
-            self.sweep_id,
-            "trial",
-            run_name=trial_run_name(trial.number),
-            tags=tags,
-        )
-        mlflow_layout.log_params(self.mlflow, run_id, {**trial.params, "seeds": ",".join(map(str, seeds))})
+        run_id = self._create_owned(trial_run_name(trial.number), tags)
+        faults.kill_point("trial.run_created")
         trial.set_user_attr(TRIAL_RUN_ATTR, run_id)
+        faults.kill_point("trial.run_recorded")
+        mlflow_layout.log_params(self.mlflow, run_id, {**trial.params, "seeds": ",".join(map(str, seeds))})
         return run_id
 
     def tag_seed_run(self, run_id: str, trial_number: int, seed_index: int) -> None:
@@ -237,7 +300,7 @@ class OptunaSweepRuns:
             return
         try:
             mlflow_layout.set_tags(self.mlflow, run_id, {STATE_TAG: state})
-            self.mlflow.set_terminated(run_id, status=status)
+            self._close(run_id, status)
             if status != names.FINISHED:
                 closed = mlflow_layout.close_running_children(self.mlflow, self.exp_id, run_id, status)
                 if closed:

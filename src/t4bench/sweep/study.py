@@ -13,6 +13,7 @@ and runs the loop. Public Optuna API only.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -66,6 +67,8 @@ class OptunaStudyRunner:
         self.study = self._create_study(uid)
         if self.runs is not None:
             self.runs.study_uid = str(self.study.user_attrs[UID_ATTR])  # another worker's, if it was first
+            self.runs.owns_parent = int(sweeper_cfg.get("worker_index", 0) or 0) == 0
+            self.runs.repair_experiment()  # runs a killed sweep left RUNNING, closed before it resumes
             self._open_parent(self.runs)
         self.queue = TrialQueue(
             self.study,
@@ -220,15 +223,18 @@ class OptunaStudyRunner:
         )
         runner = self.trial_runner()
         pace = Pace(self.n_trials, already_done=self._finished())
+        owned = self.runs is not None and self.runs.owns_parent and not self.validating
+        beat = self.runs.heartbeat(self.runs.parent_id) if owned and self.runs else contextlib.nullcontext()
         with sigterm_raises():
             try:
-                workers.spawn()
-                self._run_trials(runner, pace)
-                lost = workers.wait()
-                for line in lost:
-                    log.warning("%s", line)
-                if lost:  # their trials in flight (RUNNING, pid dead) are failed, queued again and run here
+                with beat:  # the parent's heartbeat, stopped before the parent ends
+                    workers.spawn()
                     self._run_trials(runner, pace)
+                    lost = workers.wait()
+                    for line in lost:
+                        log.warning("%s", line)
+                    if lost:  # their trials in flight (RUNNING, pid dead) are failed, queued again and run here
+                        self._run_trials(runner, pace)
             except BaseException as err:
                 workers.stop()
                 if self.runs is not None and not isinstance(err, Exception):

@@ -8,6 +8,7 @@ seeds aggregated by the robust objective, the result told to Optuna.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -16,6 +17,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from t4bench import faults
 from t4bench import mlflow_names as names
 from t4bench.sweep import liveness
 from t4bench.sweep import space as spaces
@@ -111,6 +113,7 @@ class TrialRunner:
         """Run `trial` to its end; returns its final state name."""
         from optuna.trial import TrialState
 
+        faults.kill_point("trial.claimed")
         trial_run = None
         self.resumable = {}
         try:  # the MLflow bookkeeping takes seconds on a busy host: a SIGTERM in it left the trial RUNNING
@@ -125,7 +128,8 @@ class TrialRunner:
             raise
         log.info("trial %d: %s on seeds %s", trial.number, trial.params, self.seeds)
         try:
-            with liveness.Heartbeat(trial, self.heartbeat_interval):
+            beat = self.runs.heartbeat(trial_run) if self.runs is not None else contextlib.nullcontext()
+            with liveness.Heartbeat(trial, self.heartbeat_interval), beat:
                 results, max_epochs, pruned = self._run_seeds(trial, trial_run)
         except (Exception, SystemExit) as err:  # a failed job: this trial fails, the sweep goes on
             log.error("trial %d failed: %s: %s", trial.number, type(err).__name__, err)
