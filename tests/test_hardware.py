@@ -191,3 +191,16 @@ def test_not_strict_runs_on_cpu_and_is_tagged(run_t4bench, mlflow_client) -> Non
     assert "no NVIDIA GPU" in tags["t4bench.hw_mismatch"]
     assert tags["t4bench.precision"] == "fp32"
     assert tags["t4bench.telemetry"].startswith("off: ")
+
+
+@pytest.mark.slow
+def test_auto_on_this_host_tags_the_perf_profile_it_picked(run_t4bench, mlflow_client) -> None:  # type: ignore[no-untyped-def]
+    """hw=auto trains with the perf profile of the hardware it found (here the CPU's) and the run
+    says which, and that the profile sets nothing for NCF: a plain-loop run is not read as tuned."""
+    if hardware.detect().gpus:
+        pytest.skip("this host has a GPU")
+    run_t4bench("hw=auto", *FAST)
+    (run,) = all_runs(mlflow_client, "t4bench-ncf")
+    tags = run_tags(mlflow_client, run)
+    assert tags["t4bench.hw"] == "cpu" and tags["t4bench.perf.profile"] == "cpu"
+    assert tags["t4bench.perf.profile_note"] == "perf profile cpu sets nothing for ncf: the plain eager loop"

@@ -22,11 +22,14 @@ from typing import Any
 import torch
 
 from t4bench import mlflow_names as names
+from t4bench import perf_profiles
 from t4bench.pytorch.context import RunContext
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 OPTIMIZER_IMPLS = ("default", "foreach", "fused")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+#: fields that record where the options came from or what could not apply; not options
+_RECORDS = ("dropped", "profile", "profile_note")
 
 
 class PerfConfigError(ValueError):
@@ -72,24 +75,25 @@ class PerfOptions:
     loss_read_interval: int = 20
     #: the options that were asked for but cannot apply here, with why
     dropped: tuple[str, ...] = field(default=(), compare=False)
+    #: the conf/perf profile the options came from (hw=auto: the picked hardware's) and, when it
+    #: sets nothing for the model, a line saying so; records, not options (not compared)
+    profile: str = field(default="", compare=False)
+    profile_note: str = field(default="", compare=False)
 
     @classmethod
-    def from_config(cls, cfg: Any, device: torch.device | None = None) -> PerfOptions:
+    def from_config(cls, cfg: Any, device: torch.device | None = None, hw_name: str | None = None) -> PerfOptions:
         """`cfg.perf`: its non-null options, else `cfg.perf.models[<model name>]`'s, else the
-        defaults (so `perf.cuda_graphs=false` on the command line beats a profile's model entry)."""
-        node = cfg.get("perf") if hasattr(cfg, "get") else None
-        values: dict[str, Any] = {}
-        if node is not None:
-            plain = _plain(node)
-            model = str(cfg.model.name) if "model" in cfg else ""
-            values.update(_plain((plain.get("models") or {}).get(model) or {}))
-            values.update({k: v for k, v in plain.items() if k != "models" and v is not None})
-        options = cls._validated({k: v for k, v in values.items() if v is not None})
+        defaults (so `perf.cuda_graphs=false` on the command line beats a profile's model entry).
+        Under `hw=auto` the profile of the hardware found here (`hw_name`: as if it were that one);
+        t4bench.perf_profiles says which profile that is."""
+        chosen = perf_profiles.chosen(cfg, hw_name)
+        options = cls._validated(chosen.options)
+        options = dataclasses.replace(options, profile=chosen.profile, profile_note=chosen.note)
         return options.for_device(device) if device is not None else options
 
     @classmethod
     def _validated(cls, values: Mapping[str, Any]) -> PerfOptions:
-        known = {f.name for f in dataclasses.fields(cls)} - {"dropped"}
+        known = {f.name for f in dataclasses.fields(cls)} - set(_RECORDS)
         unknown = sorted(set(values) - known)
         if unknown:
             raise PerfConfigError(f"unknown perf option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
@@ -128,7 +132,8 @@ class PerfOptions:
     def tags(self, ctx: RunContext | None = None) -> dict[str, str]:
         """MLflow tags `t4bench.perf.<option>` of the options in effect (after `context()`)."""
         values = dataclasses.asdict(self)
-        values.pop("dropped")
+        for record in _RECORDS:
+            values.pop(record)
         if ctx is not None:
             values["precision"] = self.precision or ctx.precision
             values["channels_last"] = ctx.channels_last if self.channels_last is None else self.channels_last
@@ -141,6 +146,12 @@ class PerfOptions:
         }
         if self.dropped:
             tags[names.PERF_DROPPED] = "; ".join(self.dropped)
+        # which profile, and whether it set anything for this model: a run of the plain loop on a
+        # GPU says so instead of passing for the profile's best
+        if self.profile:
+            tags[f"{names.PERF_PREFIX}profile"] = self.profile
+        if self.profile_note:
+            tags[f"{names.PERF_PREFIX}profile_note"] = self.profile_note
         return tags
 
     # -- preparing the run ---------------------------------------------------------------------
@@ -198,16 +209,3 @@ def _check_choice(name: str, value: Any, allowed: tuple[Any, ...]) -> None:
     if value not in allowed:
         shown = ", ".join("null" if a is None else str(a) for a in allowed)
         raise PerfConfigError(f"{name} must be one of {shown}, got {value!r}")
-
-
-def _plain(node: Any) -> dict[str, Any]:
-    """A DictConfig or mapping as a plain dict (lists as lists)."""
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(node, DictConfig):
-            container = OmegaConf.to_container(node, resolve=True)
-            return {str(k): v for k, v in container.items()} if isinstance(container, dict) else {}
-    except ImportError:  # pragma: no cover - omegaconf comes with hydra
-        pass
-    return dict(node)
