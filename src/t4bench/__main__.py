@@ -1,13 +1,21 @@
-"""`python -m t4bench`: the Hydra app. Heavy imports (torch, mlflow) happen only inside the task,
-after the preflight checks, so `--help`, `--cfg job` and bad input stay fast."""
+"""`python -m t4bench`: the `t4bench` command, whose `run` and `sweep` are the Hydra app below.
+`t4bench.cli.app_argv` answers `--help` and the other subcommands before Hydra is imported (so
+`python -m t4bench --help` is as fast as `t4bench --help`); heavy imports (torch, mlflow) happen
+only inside the task, after the preflight checks, so `--cfg job` and bad input stay fast too."""
 
 from __future__ import annotations
+
+import sys
+
+if __name__ == "__main__":
+    from t4bench.cli import app_argv
+
+    sys.argv[1:] = app_argv(sys.argv[1:])  # exits unless it is the Hydra app's command line
 
 import contextlib
 import os
 import shutil
 import signal
-import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path

@@ -3,11 +3,13 @@
     t4bench [run] [OVERRIDES...]     train one run (the Hydra app; `run` may be left out)
     t4bench sweep [OVERRIDES...]     several runs (Hydra --multirun: seeds, +sweeps=<name>)
     t4bench report [ARGS...]         tables and figures from the MLflow store
-    t4bench runs [ARGS...]           MLflow runs left RUNNING: list, repair
+    t4bench runs list|repair [ARGS]  MLflow runs left RUNNING by a process that is gone
+    t4bench data prepare|check ...   the mini datasets; a reference dataset's files
     t4bench check MLLOG...           MLPerf compliance of a run's mlperf.log
     t4bench validate [ARGS...]       held-out validation of a sweep's best trial
 
-Each subcommand calls the module that `python -m t4bench...` runs (those keep working); the
+`python -m t4bench ARGS` is the same command (t4bench.__main__ asks `app_argv` first). Each
+subcommand calls the module that `python -m t4bench.<module>` runs (those keep working); the
 training path goes through `t4bench.__main__.main`, error handling included. `--help` is answered
 here from the files in conf/ and sweeps/ (what a user can choose), without importing Hydra, torch,
 MLflow or Optuna, so it takes well under a second.
@@ -29,6 +31,7 @@ SUBCOMMANDS = {
     "sweep": "several runs: seeds, or an Optuna search of sweeps/<name>.yaml",
     "report": "report.md/report.html and figures from the runs in an MLflow store",
     "runs": "MLflow runs left RUNNING by a killed process: list them, repair them",
+    "data": "the datasets: prepare the mini ones, check a reference one's files",
     "check": "MLPerf compliance of a run's mlperf.log (mlperf-logging's checker, or t4bench's for NCF)",
     "validate": "re-run a sweep's best trial and the reference on held-out seeds",
 }
@@ -78,6 +81,8 @@ examples:
   t4bench run model=resnet50 hw=t4 hw.count=2 seed=3
   t4bench sweep model=ncf 'seed=range(0,5)'          five seeds
   t4bench report --out report/                       the study's tables and figures
+  t4bench data check imagenet /data/imagenet         a reference dataset where scale=reference reads it
+  t4bench runs list                                  runs still RUNNING, and whether their process lives
 Runs go to MLFLOW_TRACKING_URI (default sqlite:///mlflow.db here), experiment t4bench-<model>."""
 
 
@@ -111,8 +116,7 @@ choices:
 
 def _hydra(argv: Sequence[str]) -> int:
     """`python -m t4bench ARGV` in this process: __main__.py runs as `__main__` (its main() with
-    its error handling), as Hydra needs to find conf/ beside it (imported as a module, Hydra
-    would look for a Python package `conf` instead)."""
+    its error handling), as Hydra finds the app's config through the `__main__` module's file."""
     import runpy
 
     sys.argv = [sys.argv[0], *argv]
@@ -153,7 +157,13 @@ def _report(argv: Sequence[str]) -> int:
 def _runs(argv: Sequence[str]) -> int:
     from t4bench.runs.__main__ import main
 
-    return main(argv)
+    return main(argv, prog="t4bench runs")
+
+
+def _data(argv: Sequence[str]) -> int:
+    from t4bench.data.__main__ import main
+
+    return main(argv, prog="t4bench data")
 
 
 def _validate(argv: Sequence[str]) -> int:
@@ -166,22 +176,56 @@ def _wants_help(argv: Sequence[str]) -> bool:
     return any(a in ("-h", "--help") for a in argv)
 
 
+#: the subcommands that are the Hydra app (the others are argparse commands of their own)
+HYDRA_APP = ("run", "sweep")
+
+
+def route(argv: Sequence[str]) -> tuple[str, list[str]]:
+    """The subcommand of `t4bench ARGV` and its arguments: `run` when none is named (the first
+    argument is an override or a Hydra flag). A bare first word that is neither is a mistyped
+    subcommand: one line, exit 2 (Hydra would call it an override without a value)."""
+    args = list(argv)
+    if args and args[0] in SUBCOMMANDS:
+        return args[0], args[1:]
+    first = args[0] if args else ""
+    if first and "=" not in first and not first.startswith(("-", "~")):  # `~key` deletes a config key
+        print(
+            f"t4bench: error: unknown subcommand '{first}' (choose from {', '.join(SUBCOMMANDS)}; "
+            "overrides are KEY=VALUE; see t4bench --help)",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    return "run", args
+
+
+def app_argv(argv: Sequence[str]) -> list[str]:
+    """The Hydra app's command line for `t4bench ARGV` (`python -m t4bench ARGV` asks this before
+    it loads Hydra): `run`'s arguments, or `--multirun` and `sweep`'s. Everything else (`--help`,
+    the other subcommands, a mistyped one) is answered here, and the process exits."""
+    if list(argv[:1]) in (["-h"], ["--help"], ["help"]):
+        sys.exit(main(argv))
+    command, rest = route(argv)
+    if command not in HYDRA_APP or _wants_help(rest):
+        sys.exit(main(argv))
+    return ["--multirun", *rest] if command == "sweep" else rest
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] in (["-h"], ["--help"], ["help"]):
         print(top_help())
         return 0
-    command = args[0] if args and args[0] in SUBCOMMANDS else "run"
-    rest = args[1:] if args and args[0] == command else args
-    if command in ("run", "sweep") and _wants_help(rest):
-        print(run_help() if command == "run" else sweep_help())
-        return 0
+    command, rest = route(args)
+    if command in HYDRA_APP:
+        if _wants_help(rest):
+            print(run_help() if command == "run" else sweep_help())
+            return 0
+        return _hydra([command, *rest])  # routed again, to the same place, by __main__'s app_argv
     handlers: dict[str, Callable[[Sequence[str]], int]] = {
-        "run": _hydra,
-        "sweep": lambda a: _hydra(["--multirun", *a]),
         "check": _check,
         "report": _report,
         "runs": _runs,
+        "data": _data,
         "validate": _validate,
     }
     return handlers[command](rest)

@@ -6,20 +6,31 @@ way a shell would (shlex) and makes the job use that run instead of leaving it e
 of its own:
 
     main      python -m t4bench <overrides>; the training run IS the project's run
-              (`tracking.run_id`), so it carries the config, metrics and artifacts
+              (`tracking.run_id`), so it carries the config, metrics and artifacts. Without
+              --experiment-name MLflow made that run in `Default`, which no run can leave: the
+              training then makes its run in the benchmark's experiment (t4bench-<model>), with
+              the project run's source tags, and the project's run, left empty, is deleted once
+              `mlflow run` has ended it (no orphan in `Default`)
     sweep     python -m t4bench --multirun <overrides>; the project's run records the launch
+              (deleted like main's when MLflow made it in `Default`)
     validate  python -m t4bench.sweep.holdout <args>; likewise
     report    python -m t4bench.report <args>; the report's folder goes into the project's run
 
-The job replaces this process (exec), so `mlflow run`'s signals and exit status reach it directly.
+The job replaces this process (exec), so `mlflow run`'s signals and exit status reach it directly;
+only the `Default` cases above wait for it (forwarding SIGTERM, `mlflow run`'s cancel) to delete
+the project's run after it.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
+import signal
+import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import FrameType
 
 from t4bench import mlflow_names as names
 
@@ -30,8 +41,34 @@ ENTRY_POINTS = ("main", "sweep", "validate", "report")
 LAUNCHER_ROLE = "launcher"
 #: the experiment `mlflow run` uses when no --experiment-name is given
 DEFAULT_EXPERIMENT = "Default"
-#: conf/config.yaml's default model (what `python -m t4bench` trains without model=)
-DEFAULT_MODEL = "ncf"
+#: the tags `mlflow run` gives its run that say where a run came from: a training run made in
+#: place of the project's run carries them, so it shows as the project's run would
+SOURCE_TAGS = (
+    "mlflow.user",
+    "mlflow.source.name",
+    "mlflow.source.type",
+    "mlflow.source.git.commit",
+    "mlflow.source.git.branch",
+    "mlflow.gitRepoURL",
+    "mlflow.project.entryPoint",
+    "mlflow.project.env",
+    "mlflow.project.backend",
+)
+
+
+#: the internal command of the detached process that deletes an empty project run
+DELETE = "_delete_project_run"
+#: seconds a project run waits after `mlflow run` exited before it is deleted (its last write)
+RELEASE_GRACE_S = 2.0
+
+
+@dataclass(frozen=True)
+class Job:
+    """The command an entry point runs, and the project run it leaves behind: None when the job
+    uses that run (the command then replaces this process), else the run id to delete after it."""
+
+    command: list[str]
+    deletes: str | None = None
 
 
 class EntryError(Exception):
@@ -56,39 +93,112 @@ def _experiment_name(run_id: str) -> str:
     return str(client.get_experiment(client.get_run(run_id).info.experiment_id).name)
 
 
-def main_command(overrides: Sequence[str], run_id: str | None) -> list[str]:
+def main_command(overrides: Sequence[str], run_id: str | None) -> Job:
     """`python -m t4bench` adopting `run_id`; the run's experiment becomes tracking.experiment, so
     the logged config says where the run really is.
 
-    `mlflow run` without --experiment-name makes its run in `Default`: the training then goes to
-    the benchmark's own experiment (t4bench-<model>, as `python -m t4bench` does) in a run of its
-    own, and the project's run records the launch and says where the training run is."""
+    `mlflow run` without --experiment-name makes its run in `Default`, and a run cannot move to
+    another experiment: the training then goes to the benchmark's own experiment (t4bench-<model>,
+    as `python -m t4bench` does) in a run of its own that carries the project run's source tags,
+    and the project's run is deleted once the training ended."""
     args = list(overrides)
     if any(a in ("-m", "--multirun") for a in args):
         raise EntryError("the main entry point trains one run; use -e sweep for --multirun")
     command = [sys.executable, "-m", "t4bench", *args]
-    if run_id:
-        experiment = _experiment_name(run_id)
-        if experiment == DEFAULT_EXPERIMENT and not _given(args, "tracking.experiment"):
-            _tag_launcher(run_id, command)
-            _describe(run_id, f"Launched `{' '.join(args)}`; the training run is in experiment `{_benchmark(args)}`.")
-            return command
-        command.append(f"++tracking.run_id={run_id}")
-        if not _given(args, "tracking.experiment"):
-            command.append(f"++tracking.experiment={experiment}")
-    return command
+    if not run_id:
+        return Job(command)
+    experiment = _experiment_name(run_id)
+    if experiment == DEFAULT_EXPERIMENT and not _given(args, "tracking.experiment"):
+        from t4bench.sweep.space import format_value
+
+        carried = _source_tags(run_id)
+        if carried:  # merged into the user's own tracking.tags (Hydra merges a dict given with ++)
+            command.append(f"++tracking.tags={format_value(carried)}")
+        return Job(command, deletes=run_id)
+    command.append(f"++tracking.run_id={run_id}")
+    if not _given(args, "tracking.experiment"):
+        command.append(f"++tracking.experiment={experiment}")
+    return Job(command)
 
 
-def _benchmark(args: Sequence[str]) -> str:
-    """t4bench-<model> of the overrides (the last `model=` wins, as in Hydra), else of conf's default."""
-    models = [a.split("=", 1)[1] for a in args if a.split("=", 1)[0] == "model"]
-    return f"t4bench-{models[-1] if models else DEFAULT_MODEL}"
-
-
-def _describe(run_id: str, text: str) -> None:
+def _source_tags(run_id: str) -> dict[str, str]:
     from mlflow.tracking import MlflowClient
 
-    MlflowClient().set_tag(run_id, "mlflow.note.content", text)
+    tags: Mapping[str, str] = MlflowClient().get_run(run_id).data.tags
+    return {key: tags[key] for key in SOURCE_TAGS if key in tags}
+
+
+def end_project_run(run_id: str, returncode: int) -> int:
+    """End the project's run as its job ended (it holds nothing: the training run is elsewhere);
+    the end time it was given, in ms."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    client.set_tag(run_id, "mlflow.note.content", "Empty: the training run is in the benchmark's own experiment.")
+    client.set_terminated(run_id, names.FINISHED if returncode == 0 else names.FAILED)
+    return int(client.get_run(run_id).info.end_time or 0)
+
+
+def delete_when_released(run_id: str, launcher_pid: int, ended_ms: int) -> None:
+    """Delete the project's run once `mlflow run` let go of it. MLflow 3.17 ends the run again
+    after the entry point exits (its `_maybe_set_run_terminated` compares the status string with
+    RunStatus's ints, so it never sees it ended) and fails on a deleted run: the run goes only
+    when that second end time is written, or `mlflow run` (launcher_pid) has exited."""
+    import time
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    gone_since: float | None = None
+    while True:
+        if int(client.get_run(run_id).info.end_time or 0) != ended_ms:
+            break  # mlflow run ended it again: it touches the run no more
+        if not _alive(launcher_pid):
+            gone_since = gone_since or time.monotonic()
+            if time.monotonic() - gone_since > RELEASE_GRACE_S:
+                break
+        time.sleep(0.2)
+    client.delete_run(run_id)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def run_then_delete(job: Job) -> int:
+    """Run the job as a child, end the project's run as it ended, and leave a detached process
+    that deletes the run once `mlflow run` let go of it; the child's exit status is ours. SIGTERM
+    (`mlflow run`'s cancel) is passed on, so the training closes its run KILLED; Ctrl-C reaches
+    the child from the terminal (one process group), so it is not sent twice."""
+    assert job.deletes is not None
+    child = subprocess.Popen(job.command)
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        child.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    returncode = child.wait()
+    ended_ms = end_project_run(job.deletes, returncode)
+    subprocess.Popen(
+        [sys.executable, "-m", "t4bench.mlproject", DELETE, job.deletes, str(os.getppid()), str(ended_ms)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # outlives this process and `mlflow run`, and no Ctrl-C of theirs reaches it
+    )
+    print(
+        f"t4bench: `mlflow run` made run {job.deletes} in experiment {DEFAULT_EXPERIMENT}; the runs are in the "
+        "benchmark's experiment, so that empty run is deleted (give --experiment-name to use it)",
+        flush=True,
+    )
+    return returncode
 
 
 def _tag_launcher(run_id: str, command: Sequence[str]) -> None:
@@ -100,7 +210,7 @@ def _tag_launcher(run_id: str, command: Sequence[str]) -> None:
     client.set_tag(run_id, names.LAUNCHED, " ".join(command[1:])[:5000])
 
 
-def command_for(entry: str, text: str, run_id: str | None) -> list[str]:
+def job_for(entry: str, text: str, run_id: str | None) -> Job:
     args = split(text)
     if entry == "main":
         return main_command(args, run_id)
@@ -110,12 +220,20 @@ def command_for(entry: str, text: str, run_id: str | None) -> list[str]:
         command = [sys.executable, "-m", "t4bench.sweep.holdout", *args]
     elif entry == "report":
         extra = ["--run-id", run_id] if run_id and "--run-id" not in args else []
-        return [sys.executable, "-m", "t4bench.report", *args, *extra]
+        return Job([sys.executable, "-m", "t4bench.report", *args, *extra])
     else:
         raise EntryError(f"unknown entry point {entry!r}: expected one of {', '.join(ENTRY_POINTS)}")
-    if run_id:
-        _tag_launcher(run_id, command)
-    return command
+    if not run_id:
+        return Job(command)
+    if _experiment_name(run_id) == DEFAULT_EXPERIMENT:  # the sweep's runs are in its own experiment
+        return Job(command, deletes=run_id)
+    _tag_launcher(run_id, command)
+    return Job(command)
+
+
+def command_for(entry: str, text: str, run_id: str | None) -> list[str]:
+    """The command line of `entry` (see `job_for`)."""
+    return job_for(entry, text, run_id).command
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -124,16 +242,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"usage: {PROG} {{{','.join(ENTRY_POINTS)}}} [ARGS...]\n\n{__doc__}")
         return 0 if argv else 2
     entry, rest = argv[0], argv[1:]
+    if entry == DELETE:  # run_then_delete's detached process: RUN_ID LAUNCHER_PID ENDED_MS
+        delete_when_released(rest[0], int(rest[1]), int(rest[2]))
+        return 0
     run_id = os.environ.get("MLFLOW_RUN_ID") or None
     try:
-        command = command_for(entry, " ".join(shlex.quote(a) for a in rest) if len(rest) != 1 else rest[0], run_id)
+        job = job_for(entry, " ".join(shlex.quote(a) for a in rest) if len(rest) != 1 else rest[0], run_id)
     except EntryError as err:
         print(f"t4bench: error: {err}", file=sys.stderr)
         return 2
     # jobs use the run id they are given explicitly; none may pick the project's run up by itself
     os.environ.pop("MLFLOW_RUN_ID", None)
     sys.stdout.flush()
-    os.execv(sys.executable, command)
+    if job.deletes is not None:
+        return run_then_delete(job)
+    os.execv(sys.executable, job.command)
     return 0  # not reached
 
 
