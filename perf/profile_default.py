@@ -36,9 +36,10 @@ import torch
 from gpu_suite import MODELS, RESULTS, CutShort, cut_short, harness_run, median_figure, median_or_nan
 from harness_overhead import synthetic_config
 
-from t4bench import hardware, perf_profiles
+from t4bench import hardware
 from t4bench import mlflow_names as names
 from t4bench.benchmark import benchmark_class
+from t4bench.pytorch import perf_profiles
 from t4bench.tracking import run_tags
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,11 +10,12 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from t4bench import hardware, perf_profiles
+from t4bench import hardware
 from t4bench.benchmarks.ncf_gpu import GpuNegativeSampler
 from t4bench.benchmarks.seq2seq_parts import collate
 from t4bench.data.movielens import LeaveOneOut
 from t4bench.errors import T4BenchError
+from t4bench.pytorch import perf_profiles
 from t4bench.pytorch.context import RunContext
 from t4bench.pytorch.perf import PerfConfigError, PerfOptions
 from t4bench.pytorch.perf_step import CapturedBatch, _walk, build_step, prefetched

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from t4bench import mlflow_names as names
-from t4bench import perf_profiles
+from t4bench.pytorch import perf_profiles
 from t4bench.pytorch.context import RunContext
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
@@ -85,7 +85,7 @@ class PerfOptions:
         """`cfg.perf`: its non-null options, else `cfg.perf.models[<model name>]`'s, else the
         defaults (so `perf.cuda_graphs=false` on the command line beats a profile's model entry).
         Under `hw=auto` the profile of the hardware found here (`hw_name`: as if it were that one);
-        t4bench.perf_profiles says which profile that is."""
+        t4bench.pytorch.perf_profiles says which profile that is."""
         chosen = perf_profiles.chosen(cfg, hw_name)
         options = cls._validated(chosen.options)
         options = dataclasses.replace(options, profile=chosen.profile, profile_note=chosen.note)

@@ -5,10 +5,11 @@ or under `hw=auto` (perf/auto.yaml) the profile of the hardware found when the r
     chosen.options                           # what t4bench.pytorch.perf.PerfOptions is built from
     chosen.note                              # "perf profile h100 sets nothing for ncf: ..." or ""
 
-Torch-free, so the framework-neutral checks (t4bench.seeding) can read the same options as the
-PyTorch loop (t4bench.pytorch.perf). perf/auto.yaml composes every hardware profile under `by_hw`
-(Hydra resolves their `${input.synthetic}` against the run's config); the pick is the one
-`t4bench.hardware` makes for `hw=auto`, from the GPU's name.
+Apart from PerfOptions (t4bench.pytorch.perf), which builds the run's options from it, so that
+"which profile, and what does it set for this model" has one answer for the loop and for the
+scripts that report a profile (perf/profile_default.py). perf/auto.yaml composes every hardware
+profile under `by_hw` (Hydra resolves their `${input.synthetic}` against the run's config); the
+pick is the one `t4bench.hardware` makes for `hw=auto`, from the GPU's name.
 """
 
 from __future__ import annotations
@@ -82,11 +83,6 @@ def chosen(cfg: Any, hw_name: str | None = None) -> Chosen:
         entry={k: v for k, v in entry.items() if v is not None},
         top={k: v for k, v in plain.items() if k not in NOT_OPTIONS and v is not None},
     )
-
-
-def option(cfg: Any, name: str) -> Any:
-    """One option as the run applies it (None: unset, the default)."""
-    return chosen(cfg).options.get(name)
 
 
 def _picked(auto: dict[str, Any], by_hw: Mapping[str, Any], hw_name: str) -> dict[str, Any]:
