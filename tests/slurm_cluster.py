@@ -1,26 +1,35 @@
-"""A real single-host Slurm for the tests: munged, a private MariaDB, slurmdbd, slurmctld and slurmd,
-started as root without systemd, every file (keys, configs, state, logs, sockets) under one
-temporary directory and every port picked free, so it neither needs nor touches /etc/slurm.
+"""A real single-host Slurm: munged, a private MariaDB, slurmdbd, slurmctld and slurmd, started as
+root without systemd, every file (keys, configs, state, logs, sockets) under one directory and
+every port picked free, so it neither needs nor touches /etc/slurm.
+
+The tests start one per pytest run (the `slurm_cluster` fixture of tests/test_slurm.py); a user
+who wants to try t4bench's Slurm launcher starts the same one from the command line
+(scripts/slurm_local.sh, docs/cluster.md):
+
+    python tests/slurm_cluster.py up [--root DIR]      start it; prints `export SLURM_CONF=...`
+    python tests/slurm_cluster.py status [--root DIR]  its daemons, node and queue
+    python tests/slurm_cluster.py down [--root DIR]    stop it and remove DIR
 
 Debian's `slurm-wlm`, `slurmdbd`, `munge` and `mariadb-server` (scripts/setup.sh --all). Without
-root or the packages, `slurm_cluster` skips with one line. The settings that make Slurm run in a
-container-like host: proctrack/linuxproc and task/none (the cgroup plugins fail to load here, and
-srun would still exit 0), slurmdbd so that `sacct` answers (submitit reads a dead job's state
-from it; without it a job that dies before writing its result hangs the sweep).
+root or the packages, `missing()` says why in one line (the fixture skips with it). The settings
+that make Slurm run in a container-like host: proctrack/linuxproc and task/none (the cgroup
+plugins fail to load here, and srun would still exit 0), slurmdbd so that `sacct` answers
+(submitit reads a dead job's state from it; without it a job that dies before writing its result
+hangs the sweep).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pytest
 
 SBIN = Path("/usr/sbin")
 DAEMONS = ("munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd")
@@ -113,7 +122,9 @@ def _node_idle(cluster: SlurmCluster) -> bool:
 
 def _daemon(cluster: SlurmCluster, name: str, cmd: list[str]) -> None:
     log = open(cluster.root / f"{name}.out", "wb")  # noqa: SIM115  # owned by the process
-    cluster.procs.append(subprocess.Popen(cmd, env=cluster.env, stdout=log, stderr=subprocess.STDOUT))
+    # a process group of its own (setsid): a Ctrl-C or hang-up in the terminal that ran `up` does not reach it
+    proc = subprocess.Popen(cmd, env=cluster.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    cluster.procs.append(proc)
 
 
 def _munge(cluster: SlurmCluster) -> None:
@@ -208,14 +219,109 @@ StorageLoc=slurm_acct_db
     os.chmod(root / "slurmdbd.conf", 0o600)
 
 
-@pytest.fixture(scope="session")
-def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    """The running cluster, shared by the tests of a session and stopped at its end."""
-    why = missing()
-    if why:
-        pytest.skip(why)
-    cluster = start(tmp_path_factory.mktemp("slurm"))
+# --- the command line: a cluster that outlives the command that started it ---------------------
+
+#: where `up` puts the cluster unless --root says otherwise
+DEFAULT_ROOT = Path(os.environ.get("T4BENCH_SLURM_DIR", "/tmp/t4bench-slurm"))
+#: `name pid` lines of the daemons `up` started, oldest first: what `down` and `status` read
+PIDS = "daemons.pid"
+
+
+def _alive_and_ours(pid: int, root: Path) -> bool:
+    """Whether `pid` is a daemon of the cluster in `root` (started with its SLURM_CONF), not a
+    process that took a stale pid since."""
     try:
-        yield cluster
-    finally:
-        cluster.stop()
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X") and f"SLURM_CONF={root / 'slurm.conf'}".encode() in environ
+
+
+def _daemons(root: Path) -> list[tuple[str, int]]:
+    path = root / PIDS
+    if not path.exists():
+        return []
+    return [(name, int(pid)) for name, pid in (line.split() for line in path.read_text().splitlines() if line)]
+
+
+def up(root: Path) -> int:
+    conf = root / "slurm.conf"
+    daemons = _daemons(root)
+    if daemons and all(_alive_and_ours(pid, root) for _, pid in daemons):
+        print(f"Slurm already up in {root}", file=sys.stderr)
+    elif daemons:
+        print(f"error: a cluster in {root} is partly down: run `down --root {root}` first", file=sys.stderr)
+        return 1
+    elif root.exists() and any(root.iterdir()):
+        print(f"error: {root} exists and holds other files: give an empty or new --root", file=sys.stderr)
+        return 1
+    else:
+        why = missing()
+        if why:
+            print(f"error: {why}", file=sys.stderr)
+            return 1
+        try:
+            cluster = start(root)
+        except (RuntimeError, subprocess.SubprocessError) as err:  # its daemons are stopped already
+            print(f"error: Slurm did not start: {err}", file=sys.stderr)
+            return 1
+        (root / PIDS).write_text("".join(f"{n} {p.pid}\n" for n, p in zip(DAEMONS, cluster.procs, strict=True)))
+        node = cluster.run("sinfo", "-h", "-N", "-o", "%N (%c CPUs, %m MB), partition %P").stdout.strip()
+        print(f"Slurm up in {root}: node {node}; logs there (ctld.log, slurmd.log)", file=sys.stderr)
+    print(f"export SLURM_CONF={conf}")  # the only line on stdout: `eval "$(... up)"` sets it
+    return 0
+
+
+def status(root: Path) -> int:
+    daemons = _daemons(root)
+    if not daemons:
+        print(f"no Slurm started in {root} (run `up`)")
+        return 1
+    alive = {name: _alive_and_ours(pid, root) for name, pid in daemons}
+    print("  ".join(f"{name} {'up' if ok else 'DOWN'}" for name, ok in alive.items()))
+    if not all(alive.values()):
+        return 1
+    env = {**os.environ, "SLURM_CONF": str(root / "slurm.conf")}
+    for cmd in (["sinfo"], ["squeue"]):
+        done = subprocess.run(cmd, env=env, text=True, capture_output=True, timeout=60, check=False)
+        print(done.stdout.rstrip() or done.stderr.rstrip())
+    print(f"export SLURM_CONF={root / 'slurm.conf'}")
+    return 0
+
+
+def down(root: Path) -> int:
+    """SIGTERM to each daemon, newest first, SIGKILL to one still there after 20 s; then the
+    directory `up` made (its pid file says it did) is removed."""
+    daemons = _daemons(root)
+    if not daemons:
+        print(f"no Slurm started in {root}: nothing to stop", file=sys.stderr)
+        return 0
+    for name, pid in reversed(daemons):
+        if not _alive_and_ours(pid, root):
+            continue
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        while _alive_and_ours(pid, root) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if _alive_and_ours(pid, root):
+            os.kill(pid, signal.SIGKILL)
+        print(f"stopped {name} ({pid})", file=sys.stderr)
+    shutil.rmtree(root)
+    print(f"Slurm down; {root} removed (unset SLURM_CONF)", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="scripts/slurm_local.sh", description="A single-host Slurm to try t4bench's Slurm launcher on."
+    )
+    parser.add_argument("command", choices=("up", "status", "down"))
+    parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help=f"its files (default: {DEFAULT_ROOT})")
+    args = parser.parse_args(argv)
+    commands = {"up": up, "status": status, "down": down}
+    return commands[args.command](args.root.resolve())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

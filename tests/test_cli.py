@@ -108,12 +108,17 @@ def imported(stderr: str) -> set[str]:
     return {line.split("|")[-1].strip().split(".")[0] for line in stderr.splitlines() if line.startswith("import time")}
 
 
-def test_help_lists_the_groups_and_loads_no_framework() -> None:
+def test_python_m_t4bench_help_is_t4bench_help_and_loads_no_hydra() -> None:
+    """`python -m t4bench --help` is the `t4bench` command's page (not Hydra's config dump), answered
+    before Hydra is imported; Hydra's own page stays behind --hydra-help."""
     proc = t4bench("--help")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "model: gnmt, maskrcnn, ncf, resnet50, ssd, transformer" in proc.stdout
-    assert "hw: " in proc.stdout and "input: real, synthetic" in proc.stdout
-    assert not imported(proc.stderr) & {"torch", "mlflow", "tensorflow", "optuna"}
+    assert proc.stdout == cli("--help").stdout
+    assert "model=      gnmt, maskrcnn, ncf, resnet50, ssd, transformer" in proc.stdout
+    assert "  data " in proc.stdout and "  runs " in proc.stdout
+    assert not imported(proc.stderr) & {"torch", "mlflow", "tensorflow", "optuna", "hydra", "omegaconf"}
+    hydras = t4bench("--hydra-help")
+    assert hydras.returncode == 0 and hydras.stdout.startswith("Hydra ("), hydras.stdout[:200]
 
 
 def test_cfg_job_prints_the_composed_config_and_loads_no_framework() -> None:
@@ -128,11 +133,17 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return run_cli(*args, module="t4bench.cli", python_options=IMPORTTIME, cwd=REPO, timeout=120)
 
 
-@pytest.mark.parametrize("sub", ["", "run", "sweep", "report", "runs", "check", "validate"])
+#: every subcommand, and each one's own subcommands
+SUBCOMMANDS = ["", "run", "sweep", "report", "runs", "runs list", "runs repair", "data", "data prepare", "data check"]
+
+
+@pytest.mark.parametrize("sub", [*SUBCOMMANDS, "check", "validate"])
 def test_each_subcommand_help_describes_t4bench_and_loads_no_framework(sub: str) -> None:
-    proc = cli(*([sub] if sub else []), "--help")
+    proc = cli(*sub.split(), "--help")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.startswith("usage: "), proc.stdout[:200]
+    # `run` may be left out; validate's usage line still names its module (holdout.cli's PROG)
+    usage = {"run": "usage: t4bench [run]", "validate": "usage: "}.get(sub, f"usage: t4bench {sub}".rstrip())
+    assert proc.stdout.startswith(usage), proc.stdout[:200]
     assert not imported(proc.stderr) & {"torch", "mlflow", "tensorflow", "optuna", "hydra"}
     assert "Hydra's own options" in proc.stdout or "hydra.run.dir" not in proc.stdout  # not Hydra's help page
     if sub in ("", "run", "sweep"):
@@ -211,3 +222,72 @@ def test_argparse_errors_of_t4bench_commands_are_one_line(module: str, args: lis
     assert proc.returncode == 2
     prog = f"python -m {module}" + (" repair" if args[:1] == ["repair"] else "")
     assert proc.stderr.splitlines() == [f"t4bench: error: {expected} (see {prog} --help)"]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["dta", "prepare"], "t4bench: error: unknown subcommand 'dta' (choose from run, sweep, report, runs, data, "),
+        (["--bogus"], "t4bench: error: unrecognized arguments: --bogus (see t4bench run --help"),
+        (["run", "--cfg", "everything"], "t4bench: error: argument --cfg/-c: invalid choice: 'everything'"),
+        (["data"], "t4bench: error: a command is required: prepare or check (see t4bench data --help)"),
+        (["data", "fetch"], "t4bench: error: argument COMMAND: invalid choice: 'fetch' (choose from 'prepare', "),
+        (["data", "prepare", "nosuch"], "t4bench: error: unknown dataset(s) nosuch; choose from movielens-100k, "),
+        (["data", "check", "imagenet", "absent"], "t4bench: error: check imagenet: absent/train/ not found"),
+        (["runs", "lst"], "t4bench: error: argument command: invalid choice: 'lst' (choose from 'list', 'repair')"),
+        (
+            ["runs", "list", "--tracking-uri", "sqlite:///absent.db"],
+            "t4bench: error: tracking.uri=sqlite:///absent.db: ",
+        ),
+    ],
+)
+@pytest.mark.parametrize("entry", ["t4bench.cli", "t4bench"])
+def test_a_mistyped_command_is_one_line_exit_2_and_creates_nothing(
+    entry: str, args: list[str], expected: str, tmp_path: Path
+) -> None:
+    """`t4bench ...` and `python -m t4bench ...` alike: one error line, exit 2, the folder untouched
+    (no Hydra output folder, no store)."""
+    proc = run_cli(*args, module=entry, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith(expected), proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_module_commands_keep_working_beside_t4bench() -> None:
+    """`python -m t4bench.<module>` is the same command as `t4bench <subcommand>`, under its own name."""
+    for module, sub in (("t4bench.data", "data"), ("t4bench.data.check", "data check"), ("t4bench.runs", "runs")):
+        own = run_cli("--help", module=module, cwd=REPO, timeout=120)
+        via = cli(*sub.split(), "--help")
+        assert own.returncode == via.returncode == 0, own.stderr + via.stderr
+        assert own.stdout.startswith(f"usage: python -m {module} ") and via.stdout.startswith(f"usage: t4bench {sub} ")
+
+
+def test_runs_list_tells_live_runs_from_gone_ones_and_changes_nothing(tmp_path: Path) -> None:
+    """Two real runs with heartbeats, one process SIGKILLed: `runs list` names both (alive, gone) and
+    leaves them RUNNING; `runs repair` then closes the gone one only."""
+    from mlflow.tracking import MlflowClient
+    from test_runs import start_victim
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    MlflowClient(uri).create_experiment("victims", artifact_location=(tmp_path / "artifacts").as_uri())
+    alive, alive_id = start_victim(uri)
+    gone, gone_id = start_victim(uri)
+    try:
+        gone.kill()
+        gone.wait()
+        listed = cli("runs", "list", "--tracking-uri", uri)
+        assert listed.returncode == 0, listed.stderr[-2000:]
+        lines = listed.stdout.splitlines()
+        (alive_line,) = [line for line in lines if alive_id in line]
+        (gone_line,) = [line for line in lines if gone_id in line]
+        assert alive_line.endswith(": alive") and f"pid {alive.pid}" in alive_line
+        assert f"gone (its process {gone.pid} on " in gone_line
+        assert lines[-1] == "2 run(s) RUNNING, 1 with their process gone; `t4bench runs repair` marks those KILLED"
+        client = MlflowClient(uri)
+        assert {client.get_run(i).info.status for i in (alive_id, gone_id)} == {"RUNNING"}
+        repaired = cli("runs", "repair", "--tracking-uri", uri)
+        assert repaired.returncode == 0 and "1 stale run(s) marked KILLED" in repaired.stdout, repaired.stderr
+        assert (client.get_run(alive_id).info.status, client.get_run(gone_id).info.status) == ("RUNNING", "KILLED")
+    finally:
+        alive.kill()
+        alive.wait()

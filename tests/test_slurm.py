@@ -1,4 +1,4 @@
-"""Runs and sweeps on Slurm (docs/cluster.md), against ONE real single-host Slurm per test session
+"""Runs and sweeps on Slurm (docs/cluster.md), against ONE real single-host Slurm per pytest run
 (tests/slurm_cluster.py; the cases without a cluster are in test_slurm_units.py): a 2-seed NCF sweep
 compared with a local one, a scancel'ed job, an Optuna sweep with two workers and a cancelled
 job, a job at its time limit, the sweep command killed and stopped then run again, and a 2-rank
@@ -11,11 +11,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from conftest import DATA_ROOT, REPO
 from mlflow.tracking import MlflowClient
-from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401  # the fixture
+from slurm_cluster import SlurmCluster, missing, start
 
 from t4bench import mlflow_names as names
 from t4bench.sweep import slurm
@@ -25,6 +27,19 @@ NCF_MINI = ("model=ncf", "max_epochs=1", "progress=plain", "tracking.system_metr
 
 
 # --- a real Slurm -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    """The running cluster, shared by the tests of one pytest run and stopped at its end."""
+    why = missing()
+    if why:
+        pytest.skip(why)
+    cluster = start(tmp_path_factory.mktemp("slurm"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 def _env(cluster: SlurmCluster, tmp_path: Path) -> dict[str, str]:
@@ -81,7 +96,7 @@ def _hr_history(client: MlflowClient, run_id: str) -> list[tuple[int, float]]:
 
 
 def test_seed_sweep_through_slurm_finishes_every_run_with_its_job_id_as_a_local_sweep_would(
-    slurm_cluster: SlurmCluster,  # noqa: F811
+    slurm_cluster: SlurmCluster,
     tmp_path: Path,
 ) -> None:
     """Two seeds through Slurm, then the same two seeds as a plain local sweep into the same
@@ -90,6 +105,15 @@ def test_seed_sweep_through_slurm_finishes_every_run_with_its_job_id_as_a_local_
     has the 8-seed comparison to convergence)."""
     done = _run(slurm_cluster, tmp_path, _sweep(tmp_path, "seed=0,1"))
     assert done.returncode == 0, done.stderr[-3000:]
+    # the controller says what it submitted and each job's end, job i/n with the sweep's ETA, as a
+    # local sweep does after each job, before the summary
+    out = done.stdout
+    assert re.search(r"^\[t4bench\] 2 job\(s\) submitted to Slurm \((\d+)_0 \.\.\. \1_1\)$", out, re.M), out
+    ends = re.findall(
+        r"^\[t4bench\] sweep job (\d)/2 done \(\w+\); (sweep ETA \w+|sweep done) \(Slurm job \d+_\d\)$", out, re.M
+    )
+    assert [n for n, _ in ends] == ["1", "2"] and ends[0][1].startswith("sweep ETA") and ends[1][1] == "sweep done", out
+    assert out.index("sweep job 2/2 done") < out.index("[t4bench] report: "), out
     runs = _runs(tmp_path)
     assert sorted(run.data.tags[names.SEED] for run in runs) == ["0", "1"]
     assert {run.info.status for run in runs} == {"FINISHED"}
@@ -108,6 +132,7 @@ def test_seed_sweep_through_slurm_finishes_every_run_with_its_job_id_as_a_local_
     local = [a.replace(str(tmp_path / "sweep"), str(tmp_path / "local")) for a in local]
     done = _run(slurm_cluster, tmp_path, local)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"^\[t4bench\] sweep job 1/2 done \(\w+\); sweep ETA \w+$", done.stdout, re.M), done.stdout
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     by_launcher: dict[str, dict[str, list[tuple[int, float]]]] = {}
     for run in _runs(tmp_path):
@@ -120,7 +145,7 @@ def test_seed_sweep_through_slurm_finishes_every_run_with_its_job_id_as_a_local_
 
 
 def test_scancel_of_a_running_job_ends_the_sweep_in_one_line_with_a_killed_run(
-    slurm_cluster: SlurmCluster,  # noqa: F811
+    slurm_cluster: SlurmCluster,
     tmp_path: Path,
 ) -> None:
     sweep = subprocess.Popen(
@@ -152,7 +177,7 @@ def test_scancel_of_a_running_job_ends_the_sweep_in_one_line_with_a_killed_run(
 
 
 def test_two_ranks_started_by_srun_train_one_run_over_gloo(
-    slurm_cluster: SlurmCluster,  # noqa: F811
+    slurm_cluster: SlurmCluster,
     tmp_path: Path,
 ) -> None:
     """What a multi-node job step does on each node, on one: srun starts the ranks, t4bench reads
@@ -198,7 +223,7 @@ def _trials(tmp_path: Path) -> list:  # type: ignore[type-arg]
 
 
 def test_optuna_workers_send_trials_as_jobs_and_a_cancelled_job_fails_its_trial(
-    slurm_cluster: SlurmCluster,  # noqa: F811
+    slurm_cluster: SlurmCluster,
     tmp_path: Path,
 ) -> None:
     """hydra.sweeper.n_jobs=2 on Slurm: both workers stay on the submitting machine and each sends
@@ -232,7 +257,7 @@ def test_optuna_workers_send_trials_as_jobs_and_a_cancelled_job_fails_its_trial(
 
 
 def test_a_job_at_its_time_limit_fails_its_run_and_its_trial(
-    slurm_cluster: SlurmCluster,  # noqa: F811
+    slurm_cluster: SlurmCluster,
     tmp_path: Path,
 ) -> None:
     """A run that cannot end before its job's time limit (target out of reach): submitit's USR2
@@ -256,7 +281,7 @@ def test_a_job_at_its_time_limit_fails_its_run_and_its_trial(
 
 
 def test_controller_killed_then_stopped_then_rerun_reuses_completed_jobs(
-    slurm_cluster: SlurmCluster,  # noqa: F811
+    slurm_cluster: SlurmCluster,
     tmp_path: Path,
 ) -> None:
     """The sweep command stopped mid-sweep and run again, twice: after SIGKILL its jobs run on and

@@ -121,3 +121,34 @@ def test_a_sigterm_that_lands_in_a_weakref_callback_still_stops_the_run() -> Non
     assert ref() is None
     assert time.monotonic() - started < 2, "raised only when the block ended, not where the run was"
     assert (signal.getsignal(signal.SIGTERM), sys.unraisablehook) == before
+
+
+def test_job_progress_says_submitted_jobs_then_job_i_of_n_with_an_eta_as_results_appear(tmp_path: Path) -> None:
+    """The controller's lines come from the files submitit's jobs write in .submitit: an earlier
+    run's job (reused) is counted as done and never reported again; a job without a result is not
+    counted; every finished job is reported once, the last one at the end of the launch."""
+    from t4bench.sweep.submitit_progress import JobProgress
+
+    def job(name: str, result: bool) -> None:
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / f"{name}_submitted.pkl").write_bytes(b"")
+        if result:
+            (folder / f"{name}_0_result.pkl").write_bytes(b"")
+
+    job("3_0", result=True)  # an earlier run's completed job: reused, one of the 3
+    lines: list[str] = []
+    with JobProgress(tmp_path, total=3, already_done=1, say=lines.append, poll_s=3600) as progress:
+        job("7_0", result=False)
+        job("7_1", result=False)
+        progress.tick()
+        assert lines == ["[t4bench] 2 job(s) submitted to Slurm (7_0 ... 7_1)"]
+        time.sleep(0.05)
+        (tmp_path / "7_1" / "7_1_0_result.pkl").write_bytes(b"")
+        progress.tick()
+        progress.tick()  # nothing new: nothing said
+        assert len(lines) == 2 and lines[1].startswith("[t4bench] sweep job 2/3 done (")
+        assert "; sweep ETA " in lines[1] and lines[1].endswith(" (Slurm job 7_1)")
+        (tmp_path / "7_0" / "7_0_0_result.pkl").write_bytes(b"")
+    assert len(lines) == 3 and lines[2].startswith("[t4bench] sweep job 3/3 done (")
+    assert lines[2].endswith("; sweep done (Slurm job 7_0)")

@@ -6,6 +6,8 @@ need on top, selected by conf/hydra/launcher/submitit_slurm.yaml and submitit_lo
   job's start kills it: the plugin's default 120 s does that to a 2-minute job);
 - each running job renamed after its overrides (`t4bench-ncf:seed=3`), so `squeue` says which
   run is which, not only the array's common name;
+- a seed sweep prints each job's end as it happens, with job i/n and the sweep's ETA, as a local
+  sweep does (`t4bench.sweep.submitit_progress`);
 - a job that ends without a result (scancel, time limit, node failure, the controller gone) is
   one `t4bench: error:` line (exit 2) naming the job and its state instead of submitit's
   multi-line report; the job's MLflow run is closed KILLED/FAILED by the run itself, and an Optuna
@@ -14,6 +16,7 @@ need on top, selected by conf/hydra/launcher/submitit_slurm.yaml and submitit_lo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import warnings
@@ -31,6 +34,7 @@ from t4bench.errors import RunTerminated, T4BenchError
 from t4bench.signals import sigterm_raises
 from t4bench.sweep import slurm
 from t4bench.sweep import slurm_resume as resume
+from t4bench.sweep.submitit_progress import JobProgress
 
 #: the t4bench Optuna sweeper's classes (hydra/sweeper=optuna)
 _OPTUNA = "hydra_plugins.t4bench_sweeper"
@@ -123,11 +127,15 @@ class _Named:
                     f"reused, not submitted again",
                     flush=True,
                 )
-            for start, stop in resume.gaps(returns):
-                try:
-                    returns[start:stop] = launch(job_overrides[start:stop], initial + start)
-                except _uncompleted() as err:
-                    raise T4BenchError(_failed_line(err, folder)) from None
+            # a seed sweep's job i/n and ETA while the jobs run (an Optuna sweep says trial i/n itself)
+            scheduler = "Slurm" if self._slurm else "submitit_local"
+            watch = JobProgress(root, len(returns), reused, scheduler) if seeds else contextlib.nullcontext()
+            with watch:
+                for start, stop in resume.gaps(returns):
+                    try:
+                        returns[start:stop] = launch(job_overrides[start:stop], initial + start)
+                    except _uncompleted() as err:
+                        raise T4BenchError(_failed_line(err, folder)) from None
         for ret in returns:
             assert ret is not None
             # a job at its time limit: submitit's USR2 handler raises in the job, the run closes

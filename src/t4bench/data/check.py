@@ -12,14 +12,19 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from t4bench.data import coco, movielens, wmt
+from t4bench.data import movielens, wmt
 from t4bench.data.checks import DataError, open_rgb
 from t4bench.errors import ArgumentParser, DatasetMissingError, one_line
 
 _IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png")
+#: what `--help` says (`t4bench data check` and `python -m t4bench.data.check`)
+DESCRIPTION = (
+    "Is a reference dataset where and as scale=reference reads it? One line and exit 0, "
+    "or one line naming what is missing or malformed and exit 2."
+)
 
 
 def _ml20m(directory: Path) -> str:
@@ -57,6 +62,8 @@ def _imagenet(directory: Path) -> str:
 
 
 def _coco2017(directory: Path) -> str:
+    from t4bench.data import coco  # torch and pycocotools: not for `--help` or the other checks
+
     counts = []
     for split in ("train2017", "val2017"):
         images, annotations = directory / split, directory / "annotations" / f"instances_{split}.json"
@@ -85,10 +92,8 @@ def default_dir(name: str) -> Path:
     return Path(os.environ.get(env) or Path(os.environ.get("T4BENCH_DATA_DIR", "data")) / under)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(
-        prog="python -m t4bench.data.check", description=__doc__.splitlines()[0] if __doc__ else None
-    )
+def main(argv: Sequence[str] | None = None, prog: str = "python -m t4bench.data.check") -> int:
+    parser = ArgumentParser(prog=prog, description=DESCRIPTION)
     parser.add_argument("name", choices=sorted(CHECKS), metavar="NAME", help=", ".join(CHECKS))
     parser.add_argument("directory", nargs="?", type=Path, help="default: where scale=reference reads it")
     args = parser.parse_args(argv)

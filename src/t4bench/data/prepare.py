@@ -16,6 +16,7 @@ import importlib
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from t4bench.errors import ArgumentParser, one_line
@@ -29,12 +30,15 @@ DATASETS: dict[str, str] = {
 }
 #: reference datasets made from public downloads (`--from DIR`): never part of the default "all"
 FROM_DOWNLOADS = ("wmt16", "wmt17")
+#: what `--help` says (`t4bench data prepare` and `python -m t4bench.data.prepare`)
+DESCRIPTION = (
+    "Write the mini-scale datasets under the data root (idempotent, deterministic); "
+    f"{' or '.join(FROM_DOWNLOADS)} --from DIR: the reference corpus from its extracted public downloads."
+)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(
-        prog="python -m t4bench.data.prepare", description=__doc__.splitlines()[0] if __doc__ else None
-    )
+def main(argv: Sequence[str] | None = None, prog: str = "python -m t4bench.data.prepare") -> int:
+    parser = ArgumentParser(prog=prog, description=DESCRIPTION)
     parser.add_argument("names", nargs="*", metavar="NAME", help=f"default: all of {', '.join(DATASETS)}")
     parser.add_argument(
         "--data-root",

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -145,11 +145,28 @@ def _check_output(cfg: DictConfig, option: str) -> None:
         raise T4BenchError(f"{option}={folder}: {problem}; Hydra writes the outputs there")
 
 
+def _check_flags(argv: Sequence[str]) -> None:
+    """Hydra's own flags (--cfg job, --hydra-help, --info ...) parsed as Hydra will parse them, so
+    an unknown one or a bad choice is one line here instead of argparse's usage block."""
+    from hydra._internal.utils import get_args_parser  # the parser Hydra's main() uses
+
+    parser = get_args_parser()
+
+    def refuse(message: str) -> NoReturn:
+        raise T4BenchError(f"{message} (see t4bench run --help; Hydra's flags: --hydra-help)")
+
+    parser.error = refuse  # type: ignore[method-assign]  # argparse prints and exits instead
+    _, unknown = parser.parse_known_args(list(argv))
+    if unknown:
+        refuse(f"unrecognized arguments: {' '.join(unknown)}")
+
+
 def check(argv: Sequence[str]) -> None:
     """Raise one `T4BenchError` line for anything wrong on the command line `argv`."""
     global _checked
     _checked = None  # remembered only for the command line checked last, and only when it passes
     if any(arg.startswith("-") and arg not in MULTIRUN_FLAGS for arg in argv):
+        _check_flags(argv)
         return  # --cfg, --help, --info, --config-name ...: printing, or a config Hydra loads itself
     multirun = any(arg in MULTIRUN_FLAGS for arg in argv)
     lines = [arg for arg in argv if not arg.startswith("-")]

@@ -36,13 +36,19 @@ def folder_root(submitit_folder: str) -> Path:
     return Path(submitit_folder.replace("/%j", "").replace("%j", ""))
 
 
-def _job_dirs(root: Path) -> list[Path]:
+def job_dirs(root: Path) -> list[Path]:
     """The folders of submitted jobs (an array's own folder holds only its sbatch script)."""
     if not root.is_dir():
         return []
     return [
         path for path in root.iterdir() if _JOB_DIR.match(path.name) and (path / f"{path.name}_submitted.pkl").exists()
     ]
+
+
+def with_result(root: Path) -> set[str]:
+    """The jobs of the sweep's folder that have written their result (completed or failed; one
+    cancelled or killed before its end writes none). Only looked for, not read: polled often."""
+    return {d.name for d in job_dirs(root) if (d / f"{d.name}_0_result.pkl").exists()}
 
 
 def _result(job_dir: Path) -> Any:
@@ -61,7 +67,7 @@ def _result(job_dir: Path) -> Any:
 def completed(root: Path) -> dict[tuple[str, ...], JobReturn]:
     """The earlier jobs of this sweep that completed, by their overrides."""
     found: dict[tuple[str, ...], JobReturn] = {}
-    for job_dir in _job_dirs(root):
+    for job_dir in job_dirs(root):
         result = _result(job_dir)
         if not result or result[0] != "success":
             continue
@@ -73,10 +79,10 @@ def completed(root: Path) -> dict[tuple[str, ...], JobReturn]:
 
 def unfinished(root: Path) -> list[str]:
     """Job ids in the sweep's folder without a result (running, queued, or gone without one)."""
-    return sorted((d.name for d in _job_dirs(root) if _result(d) is None), key=_order)
+    return sorted((d.name for d in job_dirs(root) if _result(d) is None), key=job_order)
 
 
-def _order(job: str) -> tuple[int, int]:
+def job_order(job: str) -> tuple[int, int]:
     head, _, task = job.partition("_")
     return int(head), int(task or -1)
 
@@ -89,7 +95,7 @@ def in_slurm(jobs: Iterable[str], env: dict[str, str] | None = None) -> list[str
     done = subprocess.run(["squeue", "-h", "-r", "-o", "%i"], capture_output=True, text=True, timeout=60, env=env)
     if done.returncode != 0:  # squeue not answering: nothing is known to be alive
         return []
-    return sorted(wanted & set(done.stdout.split()), key=_order)
+    return sorted(wanted & set(done.stdout.split()), key=job_order)
 
 
 def wait_for_earlier(root: Path, say: Any = print) -> None:
