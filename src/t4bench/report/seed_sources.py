@@ -74,6 +74,7 @@ def sweep_runs(client: Any, exp_id: str, sweep_id: str) -> tuple[pd.DataFrame, l
     """(one row per FINISHED training run of the sweep, the runs of it that did not finish). The
     repeat of a run is its place among the runs of its (seed, data_seed) pair, oldest first."""
     from t4bench.sweep import mlflow_layout
+    from t4bench.tracking import run_tags
 
     found = mlflow_layout.find_runs(client, exp_id, sweep_id, None)
     if not found:
@@ -104,7 +105,8 @@ def sweep_runs(client: Any, exp_id: str, sweep_id: str) -> tuple[pd.DataFrame, l
                 "max_epochs": result["max_epochs"],
                 "start_time": run.info.start_time or 0,
                 "commit": run.data.tags.get(names.MLFLOW_GIT_COMMIT, ""),
-                "device": run.data.tags.get(names.DEVICE, ""),
+                # t4bench's own tags are in the run's tag file (t4bench.tracking.store_tags)
+                "device": run_tags(client, run).get(names.DEVICE, ""),
                 "settings": " ".join(
                     f"{key}={params[key]}"
                     for key in ("model.name", "scale.name", "hparams.name", "hw.name", "eval_every", "max_epochs")

@@ -121,7 +121,8 @@ def components(cube: np.ndarray) -> dict[str, float]:
         found = {RESIDUAL: error}
     found[WEIGHTS] = (ms["C(w)"] - pairing) / (n_d * n_r)
     found[DATA] = (ms["C(d)"] - pairing) / (n_w * n_r)
-    return {part: max(found[part], 0.0) for part in parts(n_r)}
+    # rounding leaves ~1e-33 where a part is nil (CPU repeats): below 1e-12 epochs^2 is 0
+    return {part: found[part] if found[part] > 1e-12 else 0.0 for part in parts(n_r)}
 
 
 def shares(variances: dict[str, float]) -> dict[str, float]:
