@@ -34,8 +34,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 from harness_overhead import (
@@ -344,6 +346,41 @@ def write_csv(rows: list[SuiteRow], path: Path) -> None:
             )
 
 
+def results_csv(prefix: str, gpu: str) -> Path:
+    """perf/results/<prefix>_<gpu as a slug>_<date>.csv."""
+    slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
+    return RESULTS / f"{prefix}_{slug}_{dt.date.today().isoformat()}.csv"
+
+
+Row = TypeVar("Row")
+
+
+def each_model(
+    models: Sequence[str],
+    work_env: str,
+    measure_one: Callable[[str, Path], Row],
+    save: Callable[[list[Row]], None],
+    stop: Callable[[Row], bool] = lambda row: False,
+) -> list[Row]:
+    """`measure_one(model, work folder)` for each model in turn ($work_env, else a temporary
+    folder), the rows saved after each, so a SIGTERM (CutShort) keeps the models finished; the
+    model it cuts gets no row, and none after it (nor after a row `stop` says ends the call)."""
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(os.environ.get(work_env, tmp))
+        out.mkdir(parents=True, exist_ok=True)
+        for model in models:
+            try:
+                rows.append(measure_one(model, out))
+            except CutShort:
+                print(f"{CUT_NOTE} in {model} before its first figures: no row for it", flush=True)
+                break
+            save(rows)
+            if stop(rows[-1]):
+                break
+    return rows
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_run_args(parser, MODELS, "hardware profile (default h200 on cuda, cpu on cpu)", warmup=8)
@@ -371,21 +408,14 @@ def main(argv: list[str]) -> None:
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     peak = matmul_peak_tflops(device)
     print(f"{gpu}, torch {torch.__version__}: measured matmul peak {peak:,.1f} TFLOP/s", flush=True)
-    slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
-    path = args.csv or RESULTS / f"gpu_suite_{slug}_{dt.date.today().isoformat()}.csv"
-    rows: list[SuiteRow] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(os.environ.get("SUITE_WORK", tmp))
-        out.mkdir(parents=True, exist_ok=True)
-        for model in args.models:
-            try:
-                rows.append(measure(model, args, out, peak, gpu))
-            except CutShort:
-                print(f"{CUT_NOTE} in {model}'s first pair: no row for it", flush=True)
-                break
-            write_csv(rows, path)  # after every model: a run cut short keeps the rows it finished
-            if CUT_NOTE in rows[-1].notes:
-                break
+    path = args.csv or results_csv("gpu_suite", gpu)
+    rows = each_model(
+        args.models,
+        "SUITE_WORK",
+        lambda model, out: measure(model, args, out, peak, gpu),
+        lambda rows: write_csv(rows, path),
+        stop=lambda row: CUT_NOTE in row.notes,
+    )
     if not rows:
         sys.exit(f"gpu_suite: {CUT_NOTE} before any model finished a pair; nothing written")
     print(f"wrote {path}")

@@ -23,17 +23,15 @@ import csv
 import datetime as dt
 import math
 import os
-import re
 import signal
 import subprocess
 import sys
-import tempfile
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from gpu_suite import MODELS, RESULTS, CutShort, cut_short, harness_run, median_figure, median_or_nan
+from gpu_suite import MODELS, cut_short, each_model, harness_run, median_figure, median_or_nan, results_csv
 from harness_overhead import synthetic_config
 
 from t4bench import hardware
@@ -238,28 +236,21 @@ def main(argv: list[str]) -> None:
     signal.signal(signal.SIGTERM, cut_short)
     args.picked_hw, gpu = hw_and_gpu(args.hw)
     commit = git_commit()
-    slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
-    path = args.csv or RESULTS / f"profile_default_{slug}_{dt.date.today().isoformat()}.csv"
+    path = args.csv or results_csv("profile_default", gpu)
     print(f"{gpu} (hw={args.hw}: {args.picked_hw}), commit {commit}, torch {torch.__version__}", flush=True)
-    rows: list[ProfileRow] = []
-    cut = False
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(os.environ.get("PROFILE_DEFAULT_WORK", tmp))
-        out.mkdir(parents=True, exist_ok=True)
-        for model in args.models:
-            try:
-                rows.append(measure(model, args, out, gpu, commit))
-            except CutShort:
-                cut = True
-                print(f"cut short by SIGTERM in {model}: no row for it", flush=True)
-                break
-            write_csv(rows, path)  # after every model: a run cut short keeps the rows it finished
-            print(f"  {model}: ratio {rows[-1].ratio:.3f}", flush=True)
+    rows = each_model(
+        args.models,
+        "PROFILE_DEFAULT_WORK",
+        lambda model, out: measure(model, args, out, gpu, commit),
+        lambda rows: write_csv(rows, path),
+    )
+    for row in rows:
+        print(f"  {row.model}: {row.profile} / perf=default {row.ratio:.3f}", flush=True)
     if not rows:
         sys.exit("profile_default: cut short by SIGTERM before any model finished; nothing written")
     print(f"wrote {path}\n")
     print(markdown(rows))
-    if cut:
+    if len(rows) < len(args.models):
         sys.exit(f"profile_default: cut short by SIGTERM: {len(rows)} of {len(args.models)} models written")
 
 
