@@ -251,6 +251,17 @@ def _marks(fig, gid: str) -> list[float]:  # type: ignore[no-untyped-def]
     return [float(y) for c in ax.collections if c.get_gid() == gid for _, y in c.get_offsets()]
 
 
+def _missed(fig) -> dict[float, int]:  # type: ignore[no-untyped-def]
+    """x of a configuration -> its runs that did not converge, read from the counts' row."""
+    found = {}
+    for text in fig.axes[0].texts:
+        if text.get_gid() == "missed":
+            k, n = map(int, re.match(r"(\d+) of (\d+)\nnot converged$", text.get_text()).groups())  # type: ignore[union-attr]
+            assert 0 < k <= n
+            found[text.get_position()[0]] = k
+    return found
+
+
 def test_figures_plot_every_run_and_name_each_mark(store: tuple[Path, str]) -> None:
     from matplotlib.collections import PolyCollection
 
@@ -275,10 +286,20 @@ def test_figures_plot_every_run_and_name_each_mark(store: tuple[Path, str]) -> N
     missed = len(store_runs) - len(done)
     ttt = drawn["ttt_ncf_mini.png"]
     assert sorted(_marks(ttt, "run")) == pytest.approx(sorted(r.data.metrics["time_to_train_s"] for r in done))
-    assert len(_marks(ttt, "missed")) == missed
+    # a run that did not converge is no point at any height, only a count above its configuration
+    for fig in (ttt, drawn["epochs_ncf_mini.png"]):
+        assert not _marks(fig, figures.MISSED)
+        assert sum(_missed(fig).values()) == missed
     legend = [t.get_text() for t in ttt.axes[0].get_legend().get_texts()]
-    assert figures.DOT in legend and (figures.MISSED in legend) == bool(missed)
+    assert figures.DOT in legend
     assert (figures.OLYMPIC in legend) == bool(_marks(ttt, "olympic"))
+    # configurations are named by what differs between them (the preset), the hash only after it
+    ticks = [t.get_text() for t in ttt.axes[0].get_xticklabels()]
+    labels = [" ".join(t.split("\n")[1:-1]) for t in ticks]  # between "cpu×1" and "#<id> (n runs)"
+    assert sorted(label.split()[0] for label in labels) == ["hparams=reference", "hparams=reference", "hparams=tuned"]
+    tuned = next(label for label in labels if label.startswith("hparams=tuned"))
+    assert "=" in tuned.removeprefix("hparams=tuned"), tuned  # a setting the tuned preset changes, by name
+    assert all(re.search(r"#[0-9a-f]{8} \(\d+ runs\)$", t) for t in ticks), ticks
     # the olympic mean of the reference 1-GPU seeds (3 runs: the middle one, a miss counting as slowest)
     ref = sorted(
         r.data.metrics["time_to_train_s"] if r in done else math.inf

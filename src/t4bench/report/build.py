@@ -121,9 +121,11 @@ def _ttt_section(table: pd.DataFrame, opts: Options, figs: list[Path]) -> Sectio
         "Time to train counts from MLPerf `run_start` to the evaluation that reached the target. The olympic "
         "mean (MLPerf's score) drops the fastest and the slowest run; a run that did not converge counts as "
         "the slowest, so with two or more of them the olympic mean is undefined (–). Mean ± std (sample) are "
-        "over converged runs only; every run is counted in `runs`. In the figure a dot is a run, the diamond "
-        "the olympic mean, the box the median, quartiles and min–max of the converged runs (3+), a red cross "
-        "a run that did not converge.",
+        "over converged runs only; every run is counted in `runs`, and those that did not converge by outcome "
+        "in `not converged` (they have no time to train, so no value stands for them). In the figure a dot is "
+        "a run, the diamond the olympic mean, the box the median, quartiles and min–max of the converged runs "
+        "(3+); the row along the top counts the runs of each configuration that did not converge. "
+        "Configurations are named by the settings that differ between them (`settings`).",
         "Energy to train is the GPU energy (NVML) over the timed span, mean over converged runs that measured "
         "it (CPU runs have none). Cost to train = olympic time × GPUs × price per GPU-hour.",
     ]
@@ -179,7 +181,7 @@ def _presets_section(runs: pd.DataFrame, figs: list[Path]) -> Section:
                 "scale": r["scale"],
                 "hw": r["hw"],
                 "hw.count": r["hw_count"],
-                "preset (config)": f"{r['preset']} ({r['config']})",
+                "preset (config)": f"{r['settings'] or r['preset']} ({r['config']})",
                 "reference config": r["reference_config"],
                 "converged preset": r["converged"],
                 "converged reference": r["reference_converged"],

@@ -2,8 +2,12 @@
 statistic and each named in the legend:
 
 - a dot is one run (a seed), jittered sideways only; a diamond is the olympic mean (MLPerf's
-  score); a box spans the quartiles of the converged runs; a red cross at the top edge is a run
-  that did not converge (it has no time or epoch count to plot);
+  score); a box spans the quartiles of the converged runs;
+- a run that did not converge has no time or epoch count, so it is never drawn as a point (any
+  height would be invented): a row of counts along the top says "2 of 5 not converged" above its
+  configuration;
+- configurations are named by what differs between them (`max_epochs=3`, `hparams=tuned`; the
+  config id after them), as the time-to-train table's `settings` column names them;
 - whole or quarter epochs stay dots (never a continuous band or bar).
 
 Builders return (file name, Figure) pairs and say why a figure is left out instead of drawing
@@ -13,13 +17,16 @@ an empty one; `save` writes them. Tests read the data back from the Figure objec
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.transforms import blended_transform_factory
 
+from t4bench.report import configs as config_labels
 from t4bench.report import tables
 from t4bench.sweep.stats import olympic_mean
 
@@ -31,8 +38,11 @@ Drawn = tuple[str, Figure]
 DOT = "run (one seed)"
 OLYMPIC = "olympic mean (MLPerf score)"
 BOX = "box: median, quartiles, min–max of converged runs"
-MISSED = "not converged (drawn at the top)"
+#: the row of counts along the top (its texts carry this gid; no legend entry: the text says it)
+MISSED = "missed"
 _SETS = "held-out"
+#: characters per line of a configuration's tick label (its settings wrap at spaces)
+_LABEL_WIDTH = 24
 
 
 def _slug(*parts: object) -> str:
@@ -59,13 +69,15 @@ def _configs(group: pd.DataFrame) -> tuple[list[tuple[str, pd.DataFrame]], str]:
     keyed = list(group.groupby(["hw", "hw_count", "config"], sort=True))
     keyed.sort(key=lambda kv: -len(kv[1]))
     shown = sorted(keyed[:MAX_CONFIGS], key=lambda kv: kv[0])
+    settings = {} if (group["hw"] == _SETS).all() else config_labels.settings(group)
     out = []
     for (hw, count, cid), g in shown:
         if hw == _SETS:  # a held-out validation set: its name is the configuration
             out.append((f"{cid}\n({len(g)} runs)", g))
         else:
-            out.append((f"{hw}×{count} {g['hparams'].iloc[0] or '?'}\n#{cid} ({len(g)} runs)", g))
-    xlabel = "configuration (hw×GPUs, hparams, config id)"
+            differs = textwrap.fill(settings.get(str(cid)) or f"hparams={g['hparams'].iloc[0] or '?'}", _LABEL_WIDTH)
+            out.append((f"{hw}×{count}\n{differs}\n#{cid} ({len(g)} runs)", g))
+    xlabel = "configuration (hw×GPUs, settings that differ, config id)"
     if len(keyed) > len(shown):
         xlabel += f": {len(shown)} of {len(keyed)}, those with the most runs"
     return out, xlabel
@@ -77,15 +89,17 @@ def _jitter(rng: np.random.Generator, n: int) -> np.ndarray:
 
 def _per_run_figure(group: pd.DataFrame, column: str, ylabel: str, title: str, box: bool = True) -> Figure:
     """Dots per converged run of `column`, box over them (3+), olympic mean (not converged =
-    slowest), red crosses at the top for runs that did not converge. Each kind of mark carries a
-    gid (run / olympic / missed) so tests can read them back."""
+    slowest), and along the top the count of runs that did not converge (text, never a point).
+    Each kind of mark carries a gid (run / olympic / missed) so tests can read them back."""
     configs, xlabel = _configs(group)
-    fig = Figure(figsize=(max(4.8, 1.0 + 1.3 * len(configs)), 4.0))
+    fig = Figure(figsize=(max(4.8, 1.0 + 1.5 * len(configs)), 4.4))
     ax = fig.add_subplot()
     rng = np.random.default_rng(0)  # fixed jitter: the same report twice gives the same figure
     values = [g.loc[g["converged"], column].to_numpy(dtype=float) for _, g in configs]
-    top = max((v.max() for v in values if len(v)), default=1.0) * 1.08
-    labels = {"dot": DOT, "box": BOX, "olympic": OLYMPIC, "missed": MISSED}
+    # x in data units (under its configuration), y in axes units: the counts' row sits above every
+    # point whatever the scale, and is no value on the y axis
+    counts_row = blended_transform_factory(ax.transData, ax.transAxes)
+    labels = {"dot": DOT, "box": BOX, "olympic": OLYMPIC}
     for i, ((_, g), v) in enumerate(zip(configs, values, strict=True), start=1):
         if box and len(v) >= 3:
             drawn = ax.boxplot([v], positions=[i], widths=0.5, whis=(0, 100), showfliers=False, manage_ticks=False)
@@ -100,10 +114,13 @@ def _per_run_figure(group: pd.DataFrame, column: str, ylabel: str, title: str, b
             )
         missed = int((~g["converged"]).sum())
         if missed:
-            ax.scatter(
-                i + _jitter(rng, missed), [top] * missed, marker="x", color="#c44e52", zorder=3,
-                label=labels.pop("missed", "_"), gid="missed",
+            ax.text(
+                i, 0.97, f"{missed} of {len(g)}\nnot converged", transform=counts_row, ha="center", va="top",
+                fontsize=7, color="#c44e52", gid=MISSED,
             )  # fmt: skip
+    if any((~g["converged"]).any() for _, g in configs):  # room for the row above the highest point
+        low, high = ax.get_ylim()
+        ax.set_ylim(low, high + 0.25 * (high - low))
     ax.set_xticks(range(1, len(configs) + 1), [name for name, _ in configs], fontsize=7)
     ax.set_xlim(0.4, len(configs) + 0.6)
     ax.set_xlabel(xlabel)

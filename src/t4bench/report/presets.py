@@ -13,7 +13,7 @@ import math
 
 import pandas as pd
 
-from t4bench.report import tables
+from t4bench.report import configs, tables
 from t4bench.sweep.stats import compare_arms
 
 REFERENCE = "reference"
@@ -41,6 +41,7 @@ def compare(runs: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     its bucket; and, when there is none, why."""
     rows = []
     seen: set[str] = set()
+    labels = configs.settings(runs) if len(runs) else {}
     for key, bucket in tables.timed_runs(tables.training_runs(runs)).groupby(_BUCKET, sort=True):
         seen.update(bucket["hparams"])
         arms = {cid: g for cid, g in bucket.groupby("config", sort=True)}
@@ -62,6 +63,8 @@ def compare(runs: pd.DataFrame) -> tuple[pd.DataFrame, str]:
                     **dict(zip(_BUCKET, key, strict=True)),
                     "preset": preset,
                     "config": cid,
+                    # what differs from the other configurations (`hparams=tuned max_epochs=3`)
+                    "settings": labels.get(str(cid), ""),
                     "reference_config": ref_id,
                     "converged": arm["converged"],
                     "reference_converged": ref["converged"],
