@@ -26,18 +26,14 @@ import csv
 import datetime as dt
 import json
 import math
-import os
-import re
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import torch
 from harness_overhead import (
@@ -51,6 +47,7 @@ from harness_overhead import (
     t4bench_metrics,
     timed,
 )
+from model_rows import CUT_NOTE, CutShort, cut_short, each_model, results_csv
 from suite_table import UNSET, markdown
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -58,7 +55,6 @@ from t4bench.benchmark import benchmark_class
 from t4bench.pytorch.perf import PerfOptions
 
 MODELS = ("resnet50", "ssd", "maskrcnn", "gnmt", "ncf", "transformer")
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 @dataclass
@@ -149,7 +145,6 @@ def bare_eager(cfg, ctx) -> dict[str, float]:
 
 BARE_WORKER = "--bare-worker"
 BARE_RESULT = "bare-result "
-CUT_NOTE = "cut short by SIGTERM"
 NOT_RUN = {
     "throughput": math.nan,
     "loss": math.nan,
@@ -238,14 +233,6 @@ def median_figure(values: list[float], losses: list[float]) -> float:
 def peak_of(values: list[float]) -> float:
     finite = [v for v in values if math.isfinite(v)]
     return max(finite) if finite else math.nan
-
-
-class CutShort(Exception):
-    """SIGTERM (a device call's time limit, `timeout`): the model being measured keeps its pairs."""
-
-
-def cut_short(signum: int, frame: object) -> None:
-    raise CutShort  # out of the wait for a column's process (subprocess.run then kills it)
 
 
 def measure(model: str, args: argparse.Namespace, out: Path, peak: float, gpu: str) -> SuiteRow:
@@ -344,41 +331,6 @@ def write_csv(rows: list[SuiteRow], path: Path) -> None:
                     "best_flop_fraction": row.flop_fraction(row.t4bench_best),
                 }
             )
-
-
-def results_csv(prefix: str, gpu: str) -> Path:
-    """perf/results/<prefix>_<gpu as a slug>_<date>.csv."""
-    slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
-    return RESULTS / f"{prefix}_{slug}_{dt.date.today().isoformat()}.csv"
-
-
-Row = TypeVar("Row")
-
-
-def each_model(
-    models: Sequence[str],
-    work_env: str,
-    measure_one: Callable[[str, Path], Row],
-    save: Callable[[list[Row]], None],
-    stop: Callable[[Row], bool] = lambda row: False,
-) -> list[Row]:
-    """`measure_one(model, work folder)` for each model in turn ($work_env, else a temporary
-    folder), the rows saved after each, so a SIGTERM (CutShort) keeps the models finished; the
-    model it cuts gets no row, and none after it (nor after a row `stop` says ends the call)."""
-    rows: list[Row] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(os.environ.get(work_env, tmp))
-        out.mkdir(parents=True, exist_ok=True)
-        for model in models:
-            try:
-                rows.append(measure_one(model, out))
-            except CutShort:
-                print(f"{CUT_NOTE} in {model} before its first figures: no row for it", flush=True)
-                break
-            save(rows)
-            if stop(rows[-1]):
-                break
-    return rows
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -31,8 +31,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from gpu_suite import MODELS, cut_short, each_model, harness_run, median_figure, median_or_nan, results_csv
+from gpu_suite import MODELS, harness_run, median_figure, median_or_nan
 from harness_overhead import synthetic_config
+from model_rows import cut_short, each_model, results_csv
 
 from t4bench import hardware
 from t4bench import mlflow_names as names
