@@ -81,15 +81,17 @@ def as_cube(table: pd.DataFrame, value: str = "epochs") -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=16)
-def _design(shape: tuple[int, int, int]) -> Any:
-    """patsy's design matrix of the crossed model for a (W, D, R) cube, y in C order: built once
-    per shape (every bootstrap resample has the cube's shape; patsy costs more than the fit)."""
-    import patsy
+def _design(shape: tuple[int, ...]) -> tuple[np.ndarray, Any]:
+    """(design matrix, its patsy design_info) of the crossed model for a (W, D, R) cube, y in C
+    order, as statsmodels' formula API builds them: once per shape (every bootstrap resample has
+    the cube's shape, and building the design costs more than the fit)."""
+    from statsmodels.formula.api import ols
 
     n_w, n_d, n_r = shape
     w, d, _ = np.meshgrid(np.arange(n_w), np.arange(n_d), np.arange(n_r), indexing="ij")
-    frame = pd.DataFrame({"w": w.ravel(), "d": d.ravel()})
-    return patsy.dmatrix("C(w) * C(d)" if n_r > 1 else "C(w) + C(d)", frame)
+    frame = pd.DataFrame({"y": 0.0, "w": w.ravel(), "d": d.ravel()})
+    model = ols("y ~ C(w) * C(d)" if n_r > 1 else "y ~ C(w) + C(d)", frame)
+    return np.asarray(model.exog), model.data.design_info
 
 
 def _mean_squares(cube: np.ndarray) -> dict[str, float]:
@@ -98,12 +100,12 @@ def _mean_squares(cube: np.ndarray) -> dict[str, float]:
     from statsmodels.regression.linear_model import OLS
     from statsmodels.stats.anova import anova_lm
 
-    design = _design(cube.shape)
+    exog, design_info = _design(cube.shape)
     with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
         # identical repeats (CPU runs are bit-exact) leave a residual of 0: F is inf, the MS are fine
         warnings.simplefilter("ignore", RuntimeWarning)
         # design_info as statsmodels' formula API passes it, which anova_lm reads the terms from
-        fit = OLS(cube.ravel(), np.asarray(design), design_info=design.design_info).fit()
+        fit = OLS(cube.ravel(), exog, design_info=design_info).fit()
         anova = anova_lm(fit, typ=1)
     return {str(term): float(value) for term, value in anova["mean_sq"].items()}
 
