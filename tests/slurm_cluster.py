@@ -65,7 +65,10 @@ class SlurmCluster:
         return subprocess.run(cmd, env=self.env, text=True, capture_output=True, check=check, timeout=60)
 
     def stop(self) -> None:
-        """Stop the daemons, newest first (slurmd before slurmctld before slurmdbd before the DB)."""
+        """Stop the daemons, newest first (slurmd before slurmctld before slurmdbd before the DB),
+        after the jobs still in it (their slurmstepd would outlive slurmd)."""
+        if len(self.procs) == len(DAEMONS) and all(proc.poll() is None for proc in self.procs):
+            cancel_jobs(self.env)
         for proc in reversed(self.procs):
             if proc.poll() is None:
                 proc.terminate()
@@ -75,6 +78,18 @@ class SlurmCluster:
                     proc.kill()
                     proc.wait()
         self.procs.clear()
+
+
+def cancel_jobs(env: dict[str, str]) -> None:
+    """scancel every job of the cluster `env` points at, and give them a moment to end."""
+    try:
+        listed = subprocess.run(["squeue", "-h", "-o", "%A"], env=env, text=True, capture_output=True, timeout=60)
+        jobs = listed.stdout.split() if listed.returncode == 0 else []
+        if jobs:
+            subprocess.run(["scancel", *jobs], env=env, capture_output=True, timeout=60, check=False)
+            time.sleep(2)
+    except subprocess.TimeoutExpired:  # a controller that does not answer: the daemons are stopped anyway
+        pass
 
 
 def missing() -> str | None:
@@ -291,12 +306,14 @@ def status(root: Path) -> int:
 
 
 def down(root: Path) -> int:
-    """SIGTERM to each daemon, newest first, SIGKILL to one still there after 20 s; then the
-    directory `up` made (its pid file says it did) is removed."""
+    """The cluster's jobs cancelled, SIGTERM to each daemon, newest first, SIGKILL to one still
+    there after 20 s; then the directory `up` made (its pid file says it did) is removed."""
     daemons = _daemons(root)
     if not daemons:
         print(f"no Slurm started in {root}: nothing to stop", file=sys.stderr)
         return 0
+    if all(_alive_and_ours(pid, root) for _, pid in daemons):
+        cancel_jobs({**os.environ, "SLURM_CONF": str(root / "slurm.conf")})
     for name, pid in reversed(daemons):
         if not _alive_and_ours(pid, root):
             continue
