@@ -23,7 +23,6 @@ import os
 import shlex
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,23 +31,12 @@ import pandas as pd
 from t4bench import experiments
 from t4bench import mlflow_names as names
 from t4bench.errors import ArgumentParser, T4BenchError, one_line
-from t4bench.report import seed_variance
+from t4bench.report import seed_sources_output, seed_variance
+from t4bench.report.seed_sources_output import Arm
 from t4bench.sweep import stats
 
 #: the user tag `+tracking.tags.repeat` as a logged param (no training code reads it)
 REPEAT_PARAM = "tracking.tags.repeat"
-
-
-@dataclass(frozen=True)
-class Arm:
-    """One sweep's runs and their split."""
-
-    label: str
-    sweep_id: str
-    runs: pd.DataFrame
-    split: seed_variance.Split
-    #: what the sweep ran: its overrides, the runs' commit(s), device, settings
-    about: dict[str, str]
 
 
 def open_store(uri: str) -> Any:
@@ -196,8 +184,6 @@ def make_parser() -> ArgumentParser:
 
 
 def run(argv: Sequence[str] | None) -> str:
-    from t4bench.report import seed_sources_output as output
-
     args = make_parser().parse_args(argv)
     sweeps = [parse_sweep(text) for text in args.sweep_id]
     if args.resamples < 100:
@@ -221,9 +207,9 @@ def run(argv: Sequence[str] | None) -> str:
         for label, sweep_id in sweeps
     ]
     command = shlex.join(["python", "-m", "t4bench.report.seed_sources", *(sys.argv[1:] if argv is None else argv)])
-    text = output.markdown(arms, args.experiment, command)
+    text = seed_sources_output.markdown(arms, args.experiment, command)
     if args.out is not None:
-        output.write(arms, text, args.out)
+        seed_sources_output.write(arms, text, args.out)
     return text
 
 

@@ -6,17 +6,27 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from t4bench.report.seed_variance import MEANING
+from t4bench.report.seed_variance import MEANING, Split
 
-if TYPE_CHECKING:
-    from t4bench.report.seed_sources import Arm
+
+@dataclass(frozen=True)
+class Arm:
+    """One sweep's runs and their split."""
+
+    label: str
+    sweep_id: str
+    runs: pd.DataFrame
+    split: Split
+    #: what the sweep ran: its overrides, the runs' commit(s), device, settings
+    about: dict[str, str]
+
 
 FILES = ("seed_sources.csv", "seed_sources_runs.csv", "seed_sources.md", "seed_sources.png")
 RUN_COLUMNS = ["run_id", "weights", "data", "repeat", "repeat_tag", "epochs", "converged", "outcome", "max_epochs"]
