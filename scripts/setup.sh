@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Install t4bench and everything its runs and tests need on a fresh Debian machine, then write the
 # mini datasets under ./data (or $T4BENCH_DATA_DIR). Idempotent: re-running skips what is done.
-#   scripts/setup.sh          run-time install (PyTorch only) + datasets
-#   scripts/setup.sh --all    also the test tools (ruff, mypy, pytest), the TensorFlow backend, the
+#   scripts/setup.sh          run-time install (PyTorch only) + datasets: `pip install .`, a regular
+#                             install of the package (its conf/ and sweeps/ inside it), as a user's
+#   scripts/setup.sh --all    for developers and CI: an editable install of this checkout instead, plus
+#                             the test tools (ruff, mypy, pytest), the TensorFlow backend, the
 #                             PostgreSQL server, Slurm (+ munge, slurmdbd, MariaDB) and the Horovod build
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,10 +29,13 @@ if ((${#missing[@]})); then
 fi
 
 # pyproject.toml extras: test (CI tools, psycopg2 for the PostgreSQL tests), tensorflow (Keras ResNet-50)
-extras=""
-$all && extras="[test,tensorflow]"
-# compat mode puts src/ on sys.path, which Hydra's plugin discovery (hydra_plugins.*) needs
-python -m pip install -q --disable-pip-version-check -e ".$extras" --config-settings editable_mode=compat
+if $all; then
+  # editable, so that edits to src/, conf/ and sweeps/ take effect without reinstalling; compat mode
+  # puts src/ on sys.path, which Hydra's plugin discovery (hydra_plugins.*) needs
+  python -m pip install -q --disable-pip-version-check -e ".[test,tensorflow]" --config-settings editable_mode=compat
+else
+  python -m pip install -q --disable-pip-version-check .
+fi
 
 python -m t4bench.data.prepare
 

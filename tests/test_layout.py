@@ -197,8 +197,9 @@ def test_imports_flow_one_way_even_counting_type_only_imports() -> None:
     assert not cycles(graph), "import cycles, TYPE_CHECKING imports included:\n" + describe(graph, lines)
 
 
-#: the framework-free core may have at most this many modules directly under src/t4bench/
-MAX_TOP_LEVEL = 30
+#: the framework-free core may have at most this many modules directly under src/t4bench/ (31 since
+#: resources.py, where the package finds its conf/ and sweeps/, joined the core)
+MAX_TOP_LEVEL = 31
 #: frameworks: what no module of the core imports when it is imported
 FRAMEWORK_MODULES = ("torch", "torchvision", "tensorflow", "keras")
 

@@ -74,7 +74,7 @@ def _after_error(folder: Path, made_here: bool, run_id: str) -> str:
     return ""
 
 
-@hydra.main(version_base="1.3", config_path="../../conf", config_name="config")
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")  # t4bench/conf: resources.conf_dir()
 def app(cfg: DictConfig) -> dict[str, Any]:
     hydra_cfg = HydraConfig.get()
     output_dir = Path(hydra_cfg.runtime.output_dir)

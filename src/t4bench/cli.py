@@ -21,10 +21,11 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-#: conf/ and sweeps/ of the checkout (the Hydra app's config_path is ../../conf as well)
-ROOT = Path(__file__).resolve().parents[2]
-CONF = ROOT / "conf"
-SWEEPS = ROOT / "sweeps"
+from t4bench import resources
+
+#: conf/ and sweeps/ as shipped in the package (t4bench.resources; the Hydra app reads the same)
+CONF = resources.conf_dir()
+SWEEPS = resources.sweeps_dir()
 
 SUBCOMMANDS = {
     "run": "train one run (default: `t4bench model=ncf` is `t4bench run model=ncf`)",

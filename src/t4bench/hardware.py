@@ -16,16 +16,16 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from t4bench import gpu_inventory
+from t4bench import gpu_inventory, resources
 from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
 
-PROFILE_DIR = Path(__file__).resolve().parents[2] / "conf" / "hw"
+#: conf/hw/ as shipped in the package (t4bench.resources)
+PROFILE_DIR = resources.conf_dir() / "hw"
 #: the run block every profile gets (count, strict, threads, telemetry, runs_per_gpu, ...)
 RUN_BLOCK = PROFILE_DIR / "run" / "default.yaml"
 #: keys of conf/hw/auto.yaml that, when not null, override the detected profile's values

@@ -1,5 +1,6 @@
 """t4bench's Hydra plugins: an Optuna 5 sweeper (`hydra/sweeper=optuna`) and a search-path plugin
-that puts the repository's sweeps/ folder on Hydra's search path (`+sweeps=<name>`).
+that puts t4bench's sweep presets (sweeps/) on Hydra's search path (`+sweeps=<name>`).
 
-`src/hydra_plugins` is a namespace package (no __init__.py), found by Hydra's plugin discovery
-because the editable install puts src/ on sys.path (editable_mode=compat)."""
+`hydra_plugins` is a namespace package (no __init__.py), shared with Hydra's own plugins; Hydra's
+plugin discovery finds this one in site-packages (the wheel ships it beside t4bench), or in src/
+when that is on sys.path (an editable compat install, or PYTHONPATH=src)."""

@@ -4,15 +4,14 @@ here (no torch, no MLflow), so bad input fails in about a second with one line."
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from omegaconf import DictConfig
 
-from t4bench import run_env
+from t4bench import resources, run_env
 from t4bench.errors import T4BenchError
 from t4bench.run_env import RunEnvironment
 
-CONF_DIR = Path(__file__).resolve().parents[3] / "conf"
+#: the Hydra app's config folder as shipped in the package (t4bench.resources)
+CONF_DIR = resources.conf_dir()
 #: the scale every model defines in conf/model/<model>.yaml itself (no model_scale file)
 BUILTIN_SCALE = "mini"
 

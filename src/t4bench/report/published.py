@@ -12,10 +12,11 @@ from typing import Any
 
 import yaml
 
+from t4bench import resources
 from t4bench.report.errors import ReportError
 
-#: conf/study/r740.yaml of the checkout (conf/ is next to src/, as the Hydra app's config_path)
-STUDY_FILE = Path(__file__).resolve().parents[3] / "conf" / "study" / "r740.yaml"
+#: conf/study/r740.yaml as shipped in the package (t4bench.resources)
+STUDY_FILE = resources.conf_dir() / "study" / "r740.yaml"
 
 
 @dataclass(frozen=True)
