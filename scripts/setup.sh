@@ -34,6 +34,8 @@ if $all; then
   # puts src/ on sys.path, which Hydra's plugin discovery (hydra_plugins.*) needs
   python -m pip install -q --disable-pip-version-check -e ".[test,tensorflow]" --config-settings editable_mode=compat
 else
+  # setuptools builds in ./build and would ship again a file since deleted from src/, conf/ or sweeps/
+  rm -rf build
   python -m pip install -q --disable-pip-version-check .
 fi
 
