@@ -191,19 +191,20 @@ def test_bare_and_same_columns_get_one_config(tmp_path: Path) -> None:
 
 
 def test_best_column_runs_only_where_the_profile_sets_options(tmp_path: Path) -> None:
-    """conf/perf/h100.yaml sets options for NCF and none for ResNet-50: ResNet-50's "best" at
-    perf=h100 would rerun perf=default (on 2026-12-06 such a rerun read 1.07x for Mask R-CNN: the
+    """conf/perf/cpu.yaml sets no options for ResNet-50 (the Hopper profile sets some): its "best" at
+    perf=cpu would rerun perf=default (on 2026-12-06 such a rerun read 1.07x for Mask R-CNN: the
     spread, not a speed-up), so the suite marks it unset instead of running it. A command-line perf
     option is in every column's overrides, so it makes no difference between them."""
     args = gpu_suite.parse_args(["--device", "cpu", "--models", "resnet50", "ncf"])
-    for model, extra, expected in (
-        ("resnet50", [], False),
-        ("ncf", [], True),
-        ("resnet50", ["perf.cudnn_benchmark=true"], False),
+    for model, extra, profile, expected in (
+        ("resnet50", [], "cpu", False),
+        ("ncf", [], "h100", True),
+        ("resnet50", [], "h100", True),
+        ("resnet50", ["perf.cudnn_benchmark=true"], "cpu", False),
     ):
         overrides = [*gpu_suite.column_overrides(model, args), *extra]
         cfg = harness.synthetic_config(overrides, tmp_path)
-        plain, chosen = ([*overrides, gpu_suite.perf_override(cfg, perf)] for perf in ("default", "h100"))
+        plain, chosen = ([*overrides, gpu_suite.perf_override(cfg, perf)] for perf in ("default", profile))
         assert gpu_suite.perf_differs(plain, chosen, tmp_path) is expected
 
 

@@ -179,6 +179,8 @@ def check(argv: Sequence[str]) -> None:
             raise T4BenchError(overrides.explain(err, argv)) from None
         raise
     fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+    if multirun:
+        overrides.check_sweeps_not_empty(lines)  # before any parent run or sweep folder exists
     if not multirun:
         cfg = _compose(lines, argv)
         _check_values(cfg)
