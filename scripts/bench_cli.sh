@@ -22,7 +22,7 @@ commands = {
     "python -c pass": [python, "-c", "pass"],
     **{
         f"t4bench {sub}--help": [python, "-m", "t4bench.cli", *sub.split(), "--help"]
-        for sub in ("", "run ", "sweep ", "report ", "runs ", "check ", "validate ")
+        for sub in ("", "run ", "sweep ", "report ", "runs ", "runs list ", "data ", "data check ", "check ", "validate ")
     },
     "python -m t4bench --help": [python, "-m", "t4bench", "--help"],
     "python -m t4bench --cfg job": [python, "-m", "t4bench", "--cfg", "job"],

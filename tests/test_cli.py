@@ -141,8 +141,8 @@ SUBCOMMANDS = ["", "run", "sweep", "report", "runs", "runs list", "runs repair",
 def test_each_subcommand_help_describes_t4bench_and_loads_no_framework(sub: str) -> None:
     proc = cli(*sub.split(), "--help")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    # `run` may be left out; validate's usage line still names its module (holdout.cli's PROG)
-    usage = {"run": "usage: t4bench [run]", "validate": "usage: "}.get(sub, f"usage: t4bench {sub}".rstrip())
+    # `run` may be left out
+    usage = {"run": "usage: t4bench [run]"}.get(sub, f"usage: t4bench {sub}".rstrip())
     assert proc.stdout.startswith(usage), proc.stdout[:200]
     assert not imported(proc.stderr) & {"torch", "mlflow", "tensorflow", "optuna", "hydra"}
     assert "Hydra's own options" in proc.stdout or "hydra.run.dir" not in proc.stdout  # not Hydra's help page

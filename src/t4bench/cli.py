@@ -170,7 +170,7 @@ def _data(argv: Sequence[str]) -> int:
 def _validate(argv: Sequence[str]) -> int:
     from t4bench.sweep.holdout.cli import main
 
-    return main(argv)
+    return main(argv, prog="t4bench validate")
 
 
 def _wants_help(argv: Sequence[str]) -> bool:

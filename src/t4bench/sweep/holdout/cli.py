@@ -93,8 +93,8 @@ def command(storage: str, study_name: str | None, seeds: Sequence[int], extra: S
     ]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     parser.add_argument("--sweep-dir", type=Path, help="the sweep's hydra.sweep.dir (storage: <dir>/optuna.journal)")
     parser.add_argument("--storage", help="the study's storage (journal path or SQLAlchemy URL) instead of --sweep-dir")
     parser.add_argument("--study", help="study name (default: the only study in the storage)")
