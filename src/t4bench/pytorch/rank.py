@@ -16,7 +16,7 @@ from t4bench import packing, seeding
 from t4bench.benchmark import Benchmark
 from t4bench.errors import T4BenchError
 from t4bench.frameworks import RunServices
-from t4bench.pytorch import determinism, distributed, launch, loop
+from t4bench.pytorch import determinism, distributed, launch, loop, perf_profiles
 from t4bench.pytorch.context import RunContext
 from t4bench.pytorch.perf import PerfOptions
 from t4bench.run_env import RunEnvironment
@@ -68,7 +68,8 @@ class TorchRank:
         if fraction is not None and self.ctx.device.type == "cuda":  # packed: its share of the GPU, no more
             torch.cuda.set_per_process_memory_fraction(fraction, self.ctx.device)
         # before the benchmark builds anything; set on or off for every run (process-wide switches)
-        compiled = bool(seeding.perf_option(cfg, "compile"))
+        # the profile in effect (under hw=auto, the found GPU's), as the loop will build its options
+        compiled = bool(perf_profiles.chosen(cfg).options.get("compile"))
         determinism.apply(seeding.deterministic(cfg), compiled=compiled)
 
     def broadcast(self, obj: T) -> T:
