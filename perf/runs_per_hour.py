@@ -136,7 +136,7 @@ def run_rows(work: Path, model: str) -> list[dict[str, Any]]:
                 "outcome": tags.get("t4bench.outcome", ""),
                 "epochs_to_converge": metrics.get("epochs_to_converge", float("nan")),
                 "epochs_run": metrics.get("epochs_run", float("nan")),
-                "time_to_train_s": metrics.get("time_to_train_s", float("nan")),
+                "run_train_s": metrics.get("run_train_s", float("nan")),
                 "peak_gpu_memory_gib": metrics.get("peak_gpu_memory_gib"),
                 "gpu_share": tags.get("t4bench.gpu_share", ""),
                 "mps": run_tags(client, run).get("t4bench.mps", ""),  # in the run's run_tags.json

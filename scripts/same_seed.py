@@ -3,7 +3,7 @@
     python scripts/same_seed.py --store sqlite:///multirun/same_seed/mlflow.db \
         --csv docs/convergence/same_seed.csv --summary docs/convergence/same_seed_summary.csv
 
-CSV: one row per run (model, deterministic, repeat, epochs_to_converge, outcome, time_to_train_s,
+CSV: one row per run (model, deterministic, repeat, epochs_to_converge, outcome, run_train_s,
 plus gpu_share, epochs_run and the last epoch's train loss in full). `deterministic` is the run's
 t4bench.deterministic tag (what the rank set, read back from the framework), `repeat` its user tag
 (+tracking.tags.repeat), gpu_share how many runs shared its GPU. Summary, per model and arm:
@@ -34,7 +34,7 @@ COLUMNS = [
     "repeat",
     "epochs_to_converge",
     "outcome",
-    "time_to_train_s",
+    "run_train_s",
     "gpu_share",
     "epochs_run",
     "final_train_loss",
@@ -66,7 +66,7 @@ def collect(store: str, models: Sequence[str], scale: str) -> list[dict[str, Any
                     "repeat": tags.get("repeat", ""),
                     "epochs_to_converge": metrics.get(names.EPOCHS_TO_CONVERGE, math.nan),
                     "outcome": tags.get(names.OUTCOME, ""),
-                    "time_to_train_s": metrics.get(names.TIME_TO_TRAIN_S, math.nan),
+                    "run_train_s": metrics.get(names.RUN_TRAIN_S, math.nan),
                     "gpu_share": int(tags.get(names.GPU_SHARE, 1)),
                     "epochs_run": metrics.get(names.EPOCHS_RUN, math.nan),
                     # the last epoch's loss, all digits: equal across an arm's runs = bit-identical runs
@@ -86,7 +86,7 @@ def summary(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     for model, arm in sorted({(r["model"], r["deterministic"]) for r in rows}):
         cell = [r for r in rows if (r["model"], r["deterministic"]) == (model, arm) and r["outcome"] not in UNFINISHED]
         done = [float(r["epochs_to_converge"]) for r in cell if not math.isnan(r["epochs_to_converge"])]
-        alone = [r["time_to_train_s"] / r["epochs_run"] for r in cell if r["gpu_share"] == 1 and r["epochs_run"] > 0]
+        alone = [r["run_train_s"] / r["epochs_run"] for r in cell if r["gpu_share"] == 1 and r["epochs_run"] > 0]
         out.append(
             {
                 "model": model,

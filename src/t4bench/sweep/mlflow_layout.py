@@ -187,7 +187,17 @@ def run_result(run: Any) -> dict[str, Any]:
         "seed": int(tags[names.SEED]) if tags.get(names.SEED, "").lstrip("-").isdigit() else None,
         "status": run.info.status,
     }
-    summary = (names.EPOCHS_TO_CONVERGE, names.EPOCHS_RUN, names.TIME_TO_TRAIN_S, names.CONVERGED, names.AVG_THROUGHPUT)
+    # time_to_train_s and epochs_to_converge exist on converged runs only (NaN here otherwise);
+    # run_train_s / run_wall_s on every run (the time objective's penalty for the others)
+    summary = (
+        names.EPOCHS_TO_CONVERGE,
+        names.EPOCHS_RUN,
+        names.TIME_TO_TRAIN_S,
+        names.RUN_TRAIN_S,
+        names.RUN_WALL_S,
+        names.CONVERGED,
+        names.AVG_THROUGHPUT,
+    )
     for key in summary:
         result[key] = float(metrics.get(key, math.nan))
     result.update({k: v for k, v in metrics.items() if k.startswith(names.EVAL_PREFIX)})
