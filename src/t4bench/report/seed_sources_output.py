@@ -129,7 +129,7 @@ def markdown(arms: Sequence[Arm], experiment: str, command: str) -> str:
 
 def figure(arms: Sequence[Arm]) -> Figure:
     """Two panels (variance, share), a group of bars per part, one bar per arm."""
-    fig = Figure(figsize=(10, 4.2))
+    fig = Figure(figsize=(10, 4.8))
     axes = fig.subplots(1, 2)
     parts = list(dict.fromkeys(p for arm in arms for p in arm.split.parts))
     width = 0.8 / max(len(arms), 1)
@@ -155,17 +155,23 @@ def figure(arms: Sequence[Arm]) -> Figure:
         panel.set_xticks(x, parts)
         panel.set_ylabel(label)
     confidence = round(100 * arms[0].split.confidence) if arms else 95
-    axes[0].legend(
+    handles, labels = axes[0].get_legend_handles_labels()
+    # below the panels, where no whisker runs into it
+    fig.legend(
+        handles,
+        labels,
+        loc="lower center",
+        ncol=max(len(arms), 1),
         title=(
-            f"bar: ANOVA estimate; whiskers: {confidence}% pigeonhole\n"
-            "bootstrap percentile CI over weights and data seeds"
+            f"bar: ANOVA estimate; whiskers: {confidence}% pigeonhole bootstrap percentile CI "
+            "over weights and data seeds"
         ),
         fontsize="small",
         title_fontsize="small",
     )
     axes[1].set_ylim(0, 1.05)
     fig.suptitle("Where the epochs-to-converge variance comes from")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.13, 1, 1))
     return fig
 
 
