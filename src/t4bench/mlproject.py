@@ -148,27 +148,19 @@ def delete_when_released(run_id: str, launcher_pid: int, ended_ms: int) -> None:
 
     from mlflow.tracking import MlflowClient
 
+    from t4bench.runs.liveness import process_alive
+
     client = MlflowClient()
     gone_since: float | None = None
     while True:
         if int(client.get_run(run_id).info.end_time or 0) != ended_ms:
             break  # mlflow run ended it again: it touches the run no more
-        if not _alive(launcher_pid):
+        if not process_alive(launcher_pid):
             gone_since = gone_since or time.monotonic()
             if time.monotonic() - gone_since > RELEASE_GRACE_S:
                 break
         time.sleep(0.2)
     client.delete_run(run_id)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def run_then_delete(job: Job) -> int:
