@@ -22,8 +22,17 @@ def _running(uri: str) -> list[str]:
     return [r.info.run_name for r in client.search_runs(ids, "attributes.status = 'RUNNING'")]
 
 
-@pytest.mark.parametrize("then", ["rerun", "repair"])
-@pytest.mark.parametrize("step", faults.TRIAL_START_STEPS)
+#: every step closed by `runs repair` (cheap: no training), and the re-run (a whole sweep again) at
+#: the steps where the re-run's own path differs: the parent made but no trial, and a trial's run
+#: made before the study records it
+CASES = [
+    *((step, "repair") for step in faults.TRIAL_START_STEPS),
+    ("parent.created", "rerun"),
+    ("trial.run_created", "rerun"),
+]
+
+
+@pytest.mark.parametrize(("step", "then"), CASES)
 def test_no_run_left_running_after_a_kill_at_any_step(step: str, then: str, tracking_uri: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
     cmd = _sweep_cmd("hydra.sweeper.n_trials=1", "hydra/sweeper/pruner=none", sweep_dir=tmp_path / "sweep")
     killed = subprocess.run(
