@@ -78,7 +78,12 @@ SHARED_RUN_TESTS = {
 LONGEST_FIRST = (
     "vision_minis",
     "translation_minis",
+    "test_trial_kill_points",
     "test_slurm",
+    "test_honest_metrics",
+    "test_store_refusals",
+    "test_wheel_install",
+    "test_seed_sources",
     "test_tf_e2e",
     "test_report",
     "test_resume_safety",

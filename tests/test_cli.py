@@ -291,3 +291,14 @@ def test_runs_list_tells_live_runs_from_gone_ones_and_changes_nothing(tmp_path: 
     finally:
         alive.kill()
         alive.wait()
+
+
+@pytest.mark.parametrize("flag", ["--cfg=job", "--info"])
+def test_a_sweep_with_a_printing_flag_is_one_line(flag: str, tmp_path: Path) -> None:
+    """Hydra allows one mode at a time (`--multirun --cfg job` is its traceback): one line, exit 2,
+    and nothing made in the working folder."""
+    proc = run_cli("sweep", "model=ncf", *flag.split("="), module="t4bench.cli", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot go with a sweep" in lines[0], proc.stderr
+    assert list(tmp_path.iterdir()) == []

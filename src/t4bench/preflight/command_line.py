@@ -156,9 +156,17 @@ def _check_flags(argv: Sequence[str]) -> None:
         raise T4BenchError(f"{message} (see t4bench run --help; Hydra's flags: --hydra-help)")
 
     parser.error = refuse  # type: ignore[method-assign]  # argparse prints and exits instead
-    _, unknown = parser.parse_known_args(list(argv))
+    known, unknown = parser.parse_known_args(list(argv))
     if unknown:
         refuse(f"unrecognized arguments: {' '.join(unknown)}")
+    # Hydra allows one mode at a time and would end in a traceback ("Only one of --run, --multirun,
+    # --cfg, --info and --shell-completion can be specified"): `t4bench sweep --cfg job` is that
+    printing = [flag for flag, on in (("--cfg", known.cfg), ("--info", known.info)) if on]
+    if known.multirun and printing:
+        refuse(
+            f"{printing[0]} describes one run and cannot go with a sweep: "
+            f"use `t4bench run {printing[0]} ...` with the sweep's fixed overrides"
+        )
 
 
 def check(argv: Sequence[str]) -> None:
