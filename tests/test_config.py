@@ -54,10 +54,14 @@ def test_cfg_job_does_not_import_torch() -> None:
 
 
 def test_help_lists_config_groups() -> None:
+    """`python -m t4bench --help` is t4bench's page: every group's choices, read from conf/ (Hydra's
+    own page is `--hydra-help`)."""
     proc = t4bench("-m", "t4bench", "--help")
     assert proc.returncode == 0
-    for group in ("model:", "hw:", "hw/run:", "scale:", "input:", "dist:"):
+    for group in ("model=", "hw=", "scale=", "input=", "framework="):
         assert group in proc.stdout
+    models = sorted(p.stem for p in (REPO / "conf" / "model").glob("*.yaml"))
+    assert ", ".join(models) in proc.stdout
 
 
 def test_unknown_model_lists_the_choices() -> None:
