@@ -96,14 +96,18 @@ def get_or_create_parent(
         return str(run_id)
     from t4bench.tracking import create_run
 
-    tags = {
+    return create_run(mlflow, exp_id, run_name, parent_tags(sweep_id, kind, identity, tags or {}))
+
+
+def parent_tags(sweep_id: str, kind: str, identity: str, tags: Mapping[str, Any]) -> dict[str, Any]:
+    """What a sweep's parent run is created with: its sweep id, role, kind and identity."""
+    return {
         names.SWEEP_ID: sweep_id,
         names.SWEEP_ROLE: "parent",
         names.SWEEP_KIND: kind,
         names.SWEEP_IDENTITY: identity,
-        **dict(tags or {}),
+        **dict(tags),
     }
-    return create_run(mlflow, exp_id, run_name, tags)
 
 
 def check_identity(mlflow: Any, run: Any, sweep_id: str, identity: str) -> None:
@@ -139,17 +143,9 @@ def ended_children(mlflow: Any, exp_id: str, parent_id: str, since_ms: int) -> i
     return sum(r.info.status != names.RUNNING for r in search.all_runs(mlflow, [exp_id], query))
 
 
-def create_child(
-    mlflow: Any, exp_id: str, parent_id: str, sweep_id: str, role: str, run_name: str, tags: Mapping[str, str]
-) -> str:
-    from t4bench.tracking import create_run
-
-    return create_run(
-        mlflow,
-        exp_id,
-        run_name,
-        {names.SWEEP_ID: sweep_id, names.SWEEP_ROLE: role, names.MLFLOW_PARENT_RUN_ID: parent_id, **tags},
-    )
+def child_tags(parent_id: str, sweep_id: str, role: str, tags: Mapping[str, Any]) -> dict[str, Any]:
+    """What a run nested under a sweep's parent (a trial) is created with."""
+    return {names.SWEEP_ID: sweep_id, names.SWEEP_ROLE: role, names.MLFLOW_PARENT_RUN_ID: parent_id, **tags}
 
 
 def log_metrics(mlflow: Any, run_id: str, metrics: Mapping[str, float], step: int = 0) -> None:

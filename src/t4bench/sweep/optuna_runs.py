@@ -197,13 +197,7 @@ class OptunaSweepRuns:
             if reopen and run.info.status != names.RUNNING:
                 self.mlflow.update_run(self.parent_id, status=names.RUNNING)
         else:
-            tags = {
-                names.SWEEP_ID: self.sweep_id,
-                names.SWEEP_ROLE: "parent",
-                names.SWEEP_KIND: "optuna",
-                names.SWEEP_IDENTITY: self.identity,
-                **self.study_tags(),
-            }
+            tags = mlflow_layout.parent_tags(self.sweep_id, "optuna", self.identity, self.study_tags())
             self.parent_id = self._create_owned(parent_run_name(self.study_name, self.study_uid), tags)
             faults.kill_point("parent.created")
         if known != self.parent_id:
@@ -258,16 +252,10 @@ class OptunaSweepRuns:
         """The trial's run, created whole (tags and owner in one call), then recorded on the trial
         at once, then given its params: a kill between any two leaves a run that `runs repair`
         or the next sweep closes."""
-        tags: dict[str, Any] = {
-            names.SWEEP_ID: self.sweep_id,
-            names.SWEEP_ROLE: "trial",
-            names.MLFLOW_PARENT_RUN_ID: str(self.parent_id),
-            TRIAL_TAG: trial.number,
-            STATE_TAG: "RUNNING",
-            **self.study_tags(),
-        }
+        own: dict[str, Any] = {TRIAL_TAG: trial.number, STATE_TAG: "RUNNING", **self.study_tags()}
         if retry_of is not None:
-            tags[names.RETRY_OF] = retry_of
+            own[names.RETRY_OF] = retry_of
+        tags = mlflow_layout.child_tags(str(self.parent_id), self.sweep_id, "trial", own)
         run_id = self._create_owned(trial_run_name(trial.number), tags)
         faults.kill_point("trial.run_created")
         trial.set_user_attr(TRIAL_RUN_ATTR, run_id)
