@@ -22,7 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from t4bench.benchmarks.seq2seq_parts import collate
+from t4bench.benchmarks.shared_seq2seq.parts import collate
 from t4bench.pytorch import perf_step
 
 

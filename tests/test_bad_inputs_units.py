@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from t4bench.data import coco, fashion_mnist, movielens
+from t4bench.benchmarks.ncf import movielens
+from t4bench.benchmarks.shared_detection import coco
+from t4bench.benchmarks.shared_vision import fashion_mnist
 from t4bench.data.checks import DataError, read_lines, read_parallel
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ import pytest
 from conftest import DATA_ROOT, run_cli
 
 from t4bench import baselines
-from t4bench.data import movielens
+from t4bench.benchmarks.ncf import movielens
 
 
 def test_popularity_ranking_by_hand() -> None:
@@ -27,7 +27,7 @@ def test_popularity_ranking_by_hand() -> None:
 @pytest.mark.skipif(not (DATA_ROOT / "movielens-100k" / movielens.ML100K_FILE).is_file(), reason="ml-100k not prepared")
 def test_ncf_mini_target_beats_popularity() -> None:
     """The shipped NCF mini target (0.66) is well above the popularity ranker on ml-100k."""
-    from t4bench.benchmarks.ncf import EVAL_NEGATIVES_SEED
+    from t4bench.benchmarks.ncf.model import EVAL_NEGATIVES_SEED
 
     data = movielens.load("movielens-100k", DATA_ROOT / "movielens-100k")
     negatives = data.sample_negatives(np.arange(data.num_users), 100, np.random.default_rng(EVAL_NEGATIVES_SEED))

@@ -173,7 +173,7 @@ def test_trainer_resume_matches_uninterrupted(tmp_path: Path, half_life: float) 
     the weight average (ema.half_life_epochs) and what evaluation reads of it included."""
     from hydra import compose, initialize_config_dir
 
-    from t4bench.benchmarks.ncf import NCFBenchmark
+    from t4bench.benchmarks.ncf.model import NCFBenchmark
     from t4bench.progress import ProgressReporter
     from t4bench.pytorch.context import RunContext
     from t4bench.pytorch.trainer import Trainer

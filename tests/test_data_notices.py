@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from t4bench.data import movielens
+from t4bench.benchmarks.ncf import movielens
 
 REPO = Path(__file__).resolve().parents[1]
 HEADER = "user_id:token\titem_id:token\trating:float\ttimestamp:float\n"
@@ -81,7 +81,7 @@ def test_translation_pairs_with_an_empty_side_or_too_long_are_counted(tmp_path: 
         pytest.skip("translation mini not prepared")
     folder = tmp_path / "mini"
     shutil.copytree(mini, folder)
-    from t4bench.benchmarks.seq2seq_parts import Tokenizer
+    from t4bench.benchmarks.shared_seq2seq.parts import Tokenizer
 
     tokenizer = Tokenizer(mini / "spm.model")
     pairs = zip(
@@ -117,7 +117,8 @@ def test_translation_pairs_with_an_empty_side_or_too_long_are_counted(tmp_path: 
 def test_wmt_prepare_says_what_it_dropped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`python -m t4bench.data.prepare wmt17 --from DIR` on an excerpt in the download's format with
     an empty line on each side and an over-long pair: one line with the count."""
-    from t4bench.data import prepare, wmt
+    from t4bench.benchmarks.shared_seq2seq import wmt
+    from t4bench.data import prepare
 
     en = ["the house is small .", "i see the cat .", "we like green trees .", "she reads a book ."] * 30
     de = ["das Haus ist klein .", "ich sehe die Katze .", "wir mögen grüne Bäume .", "sie liest ein Buch ."] * 30

@@ -11,8 +11,8 @@ import torch
 from conftest import DATA_ROOT, compose
 
 from t4bench import seeding
-from t4bench.benchmarks.ncf import NCFBenchmark
-from t4bench.benchmarks.ncf_gpu import GpuNegativeSampler
+from t4bench.benchmarks.ncf.gpu_data import GpuNegativeSampler
+from t4bench.benchmarks.ncf.model import NCFBenchmark
 from t4bench.errors import T4BenchError
 from t4bench.preflight import config as validation
 from t4bench.pytorch.context import RunContext

@@ -1,5 +1,5 @@
 """Mini runs' MLPerf logs through the official checker (`python -m mlperf_logging.compliance_checker`)
-under the newest ruleset that knows each benchmark (t4bench.mlperf.RULESETS), open division.
+under the newest ruleset that knows each benchmark (t4bench.mlperf.ruleset), open division.
 
 GNMT and Transformer: the open rules still require one evaluation at MLPerf's own quality floor
 (BLEU >= 24.0 / 25.0, as a fraction). A one-epoch mini is far below it (BLEU ~0.6-0.8), so the
@@ -23,7 +23,8 @@ import pytest
 import yaml
 from conftest import SharedRun
 
-from t4bench.mlperf import RULESETS, mlperf_name
+from t4bench.mlperf import mlperf_name
+from t4bench.mlperf import ruleset as ruleset_of
 
 #: cheapest settings that still run the real data and the whole loop
 ONE_EPOCH = {
@@ -94,7 +95,7 @@ def assert_call_sites(log: Path) -> None:
 
 def assert_passes(log: Path, model: str, tmp_path: Path) -> None:
     """The official checker says SUCCESS, every line names its call site, `t4bench check` PASSED."""
-    ruleset = RULESETS[mlperf_name(model)]
+    ruleset = ruleset_of(mlperf_name(model))
     proc = checker(log, ruleset, tmp_path)
     assert proc.returncode == 0 and "SUCCESS" in proc.stdout + proc.stderr, failures(proc)
     assert_call_sites(log)
@@ -119,11 +120,11 @@ def test_one_epoch_translation_log_misses_only_the_bleu_floor(run_t4bench, tmp_p
     # all, floor included, once trained (below)
     model = "gnmt"
     log = mini_log(run_t4bench, tmp_path, model, *ONE_EPOCH[model])
-    proc = checker(log, RULESETS[model], tmp_path)
+    proc = checker(log, ruleset_of(model), tmp_path)
     assert failures(proc) == [f"Failed checks for eval_accuracy : {BLEU_FLOOR[model]}"], proc.stdout + proc.stderr
     assert_call_sites(log)
     mine = t4bench_check(log)
-    assert mine.returncode == 1 and f"ruleset {RULESETS[model]}: FAILED: " in mine.stdout
+    assert mine.returncode == 1 and f"ruleset {ruleset_of(model)}: FAILED: " in mine.stdout
     assert "eval_accuracy" in mine.stdout
 
 

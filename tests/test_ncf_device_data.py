@@ -1,4 +1,4 @@
-"""The GPU-resident NCF path (`perf.gpu_data`, t4bench.benchmarks.ncf_gpu) run on the CPU, so CI walks the
+"""The GPU-resident NCF path (`perf.gpu_data`, t4bench.benchmarks.ncf.gpu_data) run on the CPU, so CI walks the
 code that `model=ncf hw=h200` takes: the device sampler's batches, the evaluation candidates held
 on the device, and the trivial baseline read back from them (the host/device boundary that broke
 the default H200 run). A device mix-up that only a real GPU shows stays the GPU smoke's to find
@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from conftest import DATA_ROOT, compose, only_run, run_context
 
-from t4bench.benchmarks.ncf_gpu import GpuNegativeSampler, GpuResidentNCF
+from t4bench.benchmarks.ncf.gpu_data import GpuNegativeSampler, GpuResidentNCF
 from t4bench.tracking import run_tags
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from conftest import compose
 
-from t4bench.benchmarks.ncf import NeuMF
+from t4bench.benchmarks.ncf.model import NeuMF
 
 
 def build(**kwargs: float) -> NeuMF:

@@ -11,9 +11,9 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from t4bench import hardware
-from t4bench.benchmarks.ncf_gpu import GpuNegativeSampler
-from t4bench.benchmarks.seq2seq_parts import collate
-from t4bench.data.movielens import LeaveOneOut
+from t4bench.benchmarks.ncf.gpu_data import GpuNegativeSampler
+from t4bench.benchmarks.ncf.movielens import LeaveOneOut
+from t4bench.benchmarks.shared_seq2seq.parts import collate
 from t4bench.errors import T4BenchError
 from t4bench.pytorch import perf_profiles
 from t4bench.pytorch.context import RunContext

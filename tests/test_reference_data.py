@@ -12,7 +12,8 @@ import pytest
 from conftest import run_cli
 from PIL import Image
 
-from t4bench.data import check, prepare, wmt
+from t4bench.benchmarks.shared_seq2seq import wmt
+from t4bench.data import check, prepare
 
 EN = ["the house is small .", "i see the cat .", "we like green trees .", "she reads a book .", "it is cold today ."]
 DE = [

@@ -12,7 +12,7 @@ import torch
 from conftest import DATA_ROOT, compose, run_cli, run_context
 
 from t4bench.benchmark import benchmark_class
-from t4bench.benchmarks.seq2seq_parts import PAD
+from t4bench.benchmarks.shared_seq2seq.parts import PAD
 from t4bench.progress import ProgressReporter
 from t4bench.pytorch import shape_warmup
 from t4bench.pytorch.perf import PerfConfigError, PerfOptions

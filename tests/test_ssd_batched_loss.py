@@ -1,4 +1,4 @@
-"""`perf.batched_loss` for SSD (t4bench.benchmarks.ssd_loss) on the CPU: the whole-batch loss is
+"""`perf.batched_loss` for SSD (t4bench.benchmarks.ssd.loss) on the CPU: the whole-batch loss is
 torchvision's per-image loss, values and gradients, on synthetic and real mini batches."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import torch
 from conftest import DATA_ROOT, compose, run_context
 
 from t4bench.benchmark import benchmark_class
-from t4bench.benchmarks.ssd_loss import BatchedLossSSD, match, padded_targets
+from t4bench.benchmarks.ssd.loss import BatchedLossSSD, match, padded_targets
 
 
 def _bench(batched: bool, *overrides: str):

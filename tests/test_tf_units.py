@@ -27,7 +27,7 @@ from torchvision.models import resnet50
 
 from t4bench import run_env
 from t4bench import schedule as torch_schedules
-from t4bench.benchmarks.resnet_parts import ResNetClassifier, trunk_from_cfg
+from t4bench.benchmarks.shared_resnet.parts import ResNetClassifier, trunk_from_cfg
 from t4bench.errors import DatasetMissingError, RanksFailed, T4BenchError
 from t4bench.run_env import RunEnvironment
 from t4bench.tf import launch as tf_launch

@@ -28,7 +28,7 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 def target_tokens_per_epoch(model: str) -> int:
     """Target tokens (with EOS) in one mini epoch: what the throughput unit counts."""
-    from t4bench.benchmarks.seq2seq_parts import Tokenizer
+    from t4bench.benchmarks.shared_seq2seq.parts import Tokenizer
 
     cfg = compose([f"model={model}", f"paths.data_root={DATA_ROOT}"])
     directory, max_len = Path(cfg.model.data.path), int(cfg.model.data.max_len)

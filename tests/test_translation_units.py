@@ -12,8 +12,11 @@ import torch.nn.functional as F
 from conftest import DATA_ROOT
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from t4bench.benchmarks.gnmt import GNMT
-from t4bench.benchmarks.seq2seq_parts import (
+from t4bench.benchmarks.gnmt.model import GNMT
+from t4bench.benchmarks.shared_seq2seq import ding
+from t4bench.benchmarks.shared_seq2seq import translation as data
+from t4bench.benchmarks.shared_seq2seq.ding import LexEntry
+from t4bench.benchmarks.shared_seq2seq.parts import (
     BOS,
     EOS,
     PAD,
@@ -22,11 +25,8 @@ from t4bench.benchmarks.seq2seq_parts import (
     collate,
     label_smoothed_loss,
 )
-from t4bench.data import ding
-from t4bench.data import translation as data
-from t4bench.data.ding import LexEntry
-from t4bench.data.pseudo_language import PseudoLanguage, Word
-from t4bench.data.translation import bleu as corpus_bleu
+from t4bench.benchmarks.shared_seq2seq.pseudo_language import PseudoLanguage, Word
+from t4bench.benchmarks.shared_seq2seq.translation import bleu as corpus_bleu
 from t4bench.errors import DatasetMissingError
 
 

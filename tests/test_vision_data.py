@@ -13,7 +13,9 @@ from conftest import run_context
 from omegaconf import OmegaConf
 from PIL import Image
 
-from t4bench.data import coco, fashion_coco, fashion_folder, fashion_mnist
+from t4bench.benchmarks.resnet50 import fashion_folder
+from t4bench.benchmarks.shared_detection import coco, fashion_coco
+from t4bench.benchmarks.shared_vision import fashion_mnist
 from t4bench.errors import DatasetMissingError
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -45,7 +47,7 @@ def make_image_folder(root: Path, classes: list[str], per_class: int, size: tupl
 
 
 def test_image_folder_loader_imagenet_layout(tmp_path):
-    from t4bench.benchmarks.resnet50 import ResNet50Benchmark
+    from t4bench.benchmarks.resnet50.model import ResNet50Benchmark
 
     root = tmp_path / "imagenet"
     make_image_folder(root, ["n01440764", "n01443537", "n01484850"], per_class=4, size=(40, 56))
@@ -77,7 +79,7 @@ def test_image_folder_loader_imagenet_layout(tmp_path):
 
 
 def test_image_folder_missing_split_names_layout(tmp_path):
-    from t4bench.benchmarks.resnet50 import ResNet50Benchmark
+    from t4bench.benchmarks.resnet50.model import ResNet50Benchmark
 
     root = tmp_path / "imagenet"
     make_image_folder(root, ["a", "b"], per_class=1, size=(8, 8))
@@ -164,7 +166,7 @@ def test_coco_hflip_moves_boxes_with_masks(tmp_path):
 
 
 def test_coco_layout_error_names_expected_files(tmp_path):
-    from t4bench.benchmarks.ssd import SSDBenchmark
+    from t4bench.benchmarks.ssd.model import SSDBenchmark
 
     cfg = model_cfg(
         "ssd",

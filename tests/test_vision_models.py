@@ -30,7 +30,7 @@ def parameter_count(model: torch.nn.Module) -> int:
 
 
 def test_resnet50_reference_is_torchvision_resnet50() -> None:
-    from t4bench.benchmarks.resnet50 import ResNet50Benchmark
+    from t4bench.benchmarks.resnet50.model import ResNet50Benchmark
 
     ours = build("resnet50", ResNet50Benchmark)
     theirs = torchvision.models.resnet50(weights=None)
@@ -40,7 +40,7 @@ def test_resnet50_reference_is_torchvision_resnet50() -> None:
 
 
 def test_maskrcnn_reference_is_torchvision_maskrcnn_r50_fpn() -> None:
-    from t4bench.benchmarks.maskrcnn import MaskRCNNBenchmark
+    from t4bench.benchmarks.maskrcnn.model import MaskRCNNBenchmark
 
     ours = build("maskrcnn", MaskRCNNBenchmark)
     theirs = torchvision.models.detection.maskrcnn_resnet50_fpn(weights=None, weights_backbone=None, num_classes=81)
@@ -49,7 +49,7 @@ def test_maskrcnn_reference_is_torchvision_maskrcnn_r50_fpn() -> None:
 
 
 def test_ssd_reference_has_mlperf_feature_maps_and_8732_boxes() -> None:
-    from t4bench.benchmarks.ssd import SSDBenchmark
+    from t4bench.benchmarks.ssd.model import SSDBenchmark
 
     model = build("ssd", SSDBenchmark).eval()
     with torch.no_grad():

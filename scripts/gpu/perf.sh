@@ -33,7 +33,7 @@ fi
 if part ncf_mini; then
   echo "== ncf_mini: time to train, hw=$HW"
   for perf in ${NCF_PERFS:-default $HW}; do
-    bench=() && [[ $perf != default ]] && bench=(model.benchmark=t4bench.benchmarks.ncf_gpu.GpuResidentNCF)
+    bench=() && [[ $perf != default ]] && bench=(model.benchmark=t4bench.benchmarks.ncf.gpu_data.GpuResidentNCF)
     started=$(date +%s%N)
     timeout "${NCF_LIMIT:-120}" $PY -m t4bench model=ncf "hw=$HW" "perf=$perf" "${bench[@]}" progress=plain \
       "hydra.run.dir=$work/ncf_$perf" >"$dest/ncf_mini_$perf.log" 2>&1

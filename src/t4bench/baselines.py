@@ -3,7 +3,7 @@ so a run can say when its target is no test of training (issue 17.7).
 
 - NCF: rank candidates by training popularity (the same user gets the same list)
 - classification: always the most frequent training class
-- detection: `t4bench.data.coco.prior_results` (boxes of each category's median size on a grid,
+- detection: `t4bench.benchmarks.shared_detection.coco.prior_results` (boxes of each category's median size on a grid,
   scored by category frequency, never looking at the image)
 - translation: copy the source / word-by-word (in the translation data modules)
 

@@ -2,7 +2,7 @@
 
 The benchmark is read from the log's `submission_benchmark`; the official checker
 (mlperf_logging.compliance_checker, in-process) runs with the newest training ruleset that knows
-it (`t4bench.mlperf.RULESETS`). No ruleset parses NCF (it left MLPerf Training after v0.7): for
+it (`t4bench.mlperf.ruleset`). No ruleset parses NCF (it left MLPerf Training after v0.7): for
 it the line says so, and t4bench's own structural checks run instead — the lines parse, the keys
 every ruleset's common rules require are there, the run starts before it stops, epochs open and
 close in pairs, time never runs backwards, and the run ends with a status.
@@ -109,11 +109,11 @@ def official(path: Path, ruleset: str) -> list[str]:
 
 def check(path: Path) -> tuple[bool, str]:
     """(compliant, the one line that says so)."""
-    from t4bench.mlperf import RULESETS
+    from t4bench.mlperf import ruleset as ruleset_of
 
     events = read_log(path)
     benchmark = benchmark_of(events, path)
-    ruleset = RULESETS.get(benchmark)
+    ruleset = ruleset_of(benchmark)
     if ruleset is None:
         problems = structural_problems(events)
         head = f"{path.name}: {benchmark}: no mlperf-logging ruleset parses {benchmark}; t4bench's structural checks"

@@ -4,7 +4,8 @@ official compliance checker (`python -m mlperf_logging.compliance_checker`) acce
 The log writes the submission header itself (benchmark under its MLPerf name, open division,
 platform, `cache_clear`), formats `eval_accuracy` as each benchmark's rules expect (BLEU as a
 fraction, Mask R-CNN's {"BBOX", "SEGM"}), and records the file and line of the call in the
-training code, not of this wrapper. Which ruleset checks which benchmark: `RULESETS`.
+training code, not of this wrapper. Which ruleset checks which benchmark, and how its metric is
+written, each benchmark's folder says (t4bench.benchmarks.registry).
 """
 
 from __future__ import annotations
@@ -21,43 +22,39 @@ from typing import Any
 from mlperf_logging.mllog import constants
 from mlperf_logging.mllog.mllog import MLLogger
 
-#: t4bench model name -> MLPerf benchmark name (the checker knows `resnet`, not `resnet50`)
-BENCHMARK_NAMES = {
-    "resnet50": constants.RESNET,
-    "ssd": constants.SSD,
-    "maskrcnn": constants.MASKRCNN,
-    "gnmt": constants.GNMT,
-    "transformer": constants.TRANSFORMER,
-    "ncf": constants.NCF,
-}
-#: the newest mlperf-logging training ruleset that still knows each benchmark (NCF: none does)
-RULESETS = {
-    constants.RESNET: "4.0.0",
-    constants.SSD: "4.1.0",
-    constants.MASKRCNN: "3.1.0",
-    constants.GNMT: "0.7.0",
-    constants.TRANSFORMER: "0.7.0",
-}
+from t4bench.benchmarks import registry
+from t4bench.benchmarks.about import About
+
 #: t4bench's own event (not an MLPerf key): the run's target metrics and thresholds
 TARGET_QUALITY = "target_quality"
-#: benchmarks whose quality metric is BLEU (0-100 from sacrebleu; the rules expect a fraction)
-_BLEU = {constants.GNMT, constants.TRANSFORMER}
+
+
+def _about(benchmark: str) -> About | None:
+    """The benchmark folder's `ABOUT` for an MLPerf benchmark name."""
+    return next((about for about in registry.every() if about.mlperf_name == benchmark), None)
 
 
 def mlperf_name(model: str) -> str:
-    return BENCHMARK_NAMES.get(model, model)
+    """The MLPerf name of t4bench model `model` (the checker knows `resnet`, not `resnet50`)."""
+    about = registry.find(model)
+    return about.mlperf_name if about is not None else model
+
+
+def ruleset(benchmark: str) -> str | None:
+    """The newest mlperf-logging training ruleset that still knows `benchmark` (an MLPerf name);
+    None: none does (NCF)."""
+    about = _about(benchmark)
+    return about.ruleset if about is not None else None
 
 
 def accuracy_value(benchmark: str, quality: Mapping[str, float], first_key: str | None = None) -> Any:
     """The `eval_accuracy` value for `quality` (metric -> value) as the benchmark's rules want it."""
-    if benchmark == constants.MASKRCNN:
-        value = {"BBOX": float(quality["box_map"])}
-        if "mask_map" in quality:
-            value["SEGM"] = float(quality["mask_map"])
-        return value
+    about = _about(benchmark)
+    if about is not None and about.accuracy_labels:
+        return {label: float(quality[key]) for key, label in about.accuracy_labels.items() if key in quality}
     key = first_key if first_key is not None and first_key in quality else next(iter(quality))
     number = float(quality[key])
-    return number / 100.0 if benchmark in _BLEU else number
+    return number / 100.0 if about is not None and about.bleu else number
 
 
 def _call_site_offset(frame: FrameType | None, log: MLPerfLog) -> int:
@@ -153,4 +150,4 @@ class MLPerfLog:
         self._logger = None
 
 
-__all__ = ["BENCHMARK_NAMES", "RULESETS", "MLPerfLog", "accuracy_value", "constants", "mlperf_name"]
+__all__ = ["MLPerfLog", "accuracy_value", "constants", "mlperf_name", "ruleset"]

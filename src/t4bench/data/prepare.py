@@ -1,10 +1,11 @@
 """`python -m t4bench.data.prepare [NAME ...]`: write the mini-scale datasets under the data root.
 
-Each dataset module exposes `prepare(data_root)`, idempotent and deterministic. Nothing prepared
+Each benchmark folder names its datasets (`ABOUT.datasets`, t4bench.benchmarks.registry); each
+dataset module exposes `prepare(data_root)`, idempotent and deterministic. Nothing prepared
 here is committed; `scripts/setup.sh` runs this once.
 
 `python -m t4bench.data.prepare wmt16|wmt17 --from DIR [--out OUT]` turns the public WMT downloads
-(extracted under DIR) into what the GNMT / Transformer reference scale reads (`t4bench.data.wmt`,
+(extracted under DIR) into what the GNMT / Transformer reference scale reads (`t4bench.benchmarks.shared_seq2seq.wmt`,
 docs/reference_data.md); OUT defaults to where conf/model_scale/*_reference.yaml looks.
 """
 
@@ -21,13 +22,16 @@ from pathlib import Path
 
 from t4bench.errors import ArgumentParser, one_line
 
-DATASETS: dict[str, str] = {
-    "movielens-100k": "t4bench.data.movielens",
-    "fashion-mnist-folder": "t4bench.data.fashion_folder",
-    "fashion-coco": "t4bench.data.fashion_coco",
-    # data/translation/{mini,ding}: the GNMT/Transformer mini pseudo-language task and Ding pairs
-    "translation": "t4bench.data.translation",
-}
+
+
+def datasets() -> dict[str, str]:
+    """Every benchmark folder's mini datasets (t4bench.benchmarks.registry): name -> the module
+    whose `prepare(data_root)` writes it; a dataset two benchmarks share is listed once."""
+    from t4bench.benchmarks import registry
+
+    return {name: module for about in registry.every() for name, module in about.datasets.items()}
+
+
 #: reference datasets made from public downloads (`--from DIR`): never part of the default "all"
 FROM_DOWNLOADS = ("wmt16", "wmt17")
 #: what `--help` says (`t4bench data prepare` and `python -m t4bench.data.prepare`)
@@ -39,7 +43,8 @@ DESCRIPTION = (
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m t4bench.data.prepare") -> int:
     parser = ArgumentParser(prog=prog, description=DESCRIPTION)
-    parser.add_argument("names", nargs="*", metavar="NAME", help=f"default: all of {', '.join(DATASETS)}")
+    known_datasets = datasets()
+    parser.add_argument("names", nargs="*", metavar="NAME", help=f"default: all of {', '.join(known_datasets)}")
     parser.add_argument(
         "--data-root",
         type=Path,
@@ -50,7 +55,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m t4bench.data.
     parser.add_argument("--out", type=Path, help=f"{'/'.join(FROM_DOWNLOADS)}: output directory")
     parser.add_argument("--vocab-size", type=int, help=f"{'/'.join(FROM_DOWNLOADS)}: sentencepiece vocabulary size")
     args = parser.parse_args(argv)
-    known = [*DATASETS, *FROM_DOWNLOADS]
+    known = [*known_datasets, *FROM_DOWNLOADS]
     unknown = sorted(set(args.names) - set(known))
     if unknown:
         parser.error(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(known)}")
@@ -59,9 +64,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m t4bench.data.
         return _from_downloads(parser, args, reference)
     if args.source or args.out or args.vocab_size:
         parser.error(f"--from, --out and --vocab-size are for {' and '.join(FROM_DOWNLOADS)} only")
-    for name in args.names or DATASETS:
+    for name in args.names or known_datasets:
         started = time.perf_counter()
-        module = importlib.import_module(DATASETS[name])
+        module = importlib.import_module(known_datasets[name])
         # a missing or damaged source (2), a failed pip download, a read-only or full data root (1)
         _, status = one_line(
             f"prepare {name}", functools.partial(module.prepare, args.data_root.resolve()), args.data_root
@@ -73,7 +78,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m t4bench.data.
 
 
 def _from_downloads(parser: argparse.ArgumentParser, args: argparse.Namespace, names: list[str]) -> int:
-    from t4bench.data import wmt
+    from t4bench.benchmarks.shared_seq2seq import wmt
 
     if len(args.names) != 1 or args.source is None:
         parser.error(f"{'/'.join(FROM_DOWNLOADS)} are prepared one at a time, with --from DIR")

@@ -1,112 +1,40 @@
 """Check the composed config before anything starts: types, ranges and what this host can hold.
 
-One declarative table (`RULES`) says what each key may be; `validate(cfg)` walks it and raises one
-`T4BenchError` line `<key>=<value>: <what is allowed>` for the first bad value, so `seed=abc`,
-`hw.count=0` or a negative LR fail in about a second, before torch, MLflow or any run exists.
-Keys a model does not have are skipped (the table covers every model's options).
+One declarative table (`RULES`) says what each key outside the model section may be; the `model:`
+section's bounds are its benchmark's config dataclass (t4bench.benchmarks.registry). `validate(cfg)`
+walks both and raises one `T4BenchError` line `<key>=<value>: <what is allowed>` for the first bad
+value, so `seed=abc`, `hw.count=0` or a negative LR fail in about a second, before torch, MLflow
+or any run exists. Keys a config does not have are skipped.
 Only the standard library and OmegaConf load here.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from t4bench import hardware, run_env, seeding
+from t4bench.benchmarks import model_section, registry
+from t4bench.benchmarks.bounds import (
+    NON_NEGATIVE,
+    NON_NEGATIVE_INT,
+    POSITIVE,
+    POSITIVE_INT,
+    Choice,
+    Flag,
+    Number,
+    Rule,
+)
+from t4bench.benchmarks.bounds import format_number as _fmt
 from t4bench.errors import T4BenchError
 from t4bench.preflight.hardware import CONF_DIR
 
 _ABSENT = object()
 
-
-@dataclass(frozen=True)
-class Number:
-    """An int (`integer=True`) or a finite real in [low, high] (open ends with `*_open`)."""
-
-    integer: bool = False
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-    nullable: bool = False
-
-    def allowed(self) -> str:
-        kind = "an integer" if self.integer else "a finite number"
-        bounds = []
-        if self.low is not None:
-            bounds.append(f"{'>' if self.low_open else '>='} {_fmt(self.low)}")
-        if self.high is not None:
-            bounds.append(f"{'<' if self.high_open else '<='} {_fmt(self.high)}")
-        text = f"{kind} {' and '.join(bounds)}" if bounds else kind
-        return f"{text}, or null" if self.nullable else text
-
-    def accepts(self, value: Any) -> bool:
-        if value is None:
-            return self.nullable
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return False
-        if self.integer and not isinstance(value, int):
-            return False
-        if not math.isfinite(value):
-            return False
-        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
-            return False
-        return not (self.high is not None and (value >= self.high if self.high_open else value > self.high))
-
-
-@dataclass(frozen=True)
-class Choice:
-    options: tuple[str, ...]
-    nullable: bool = False
-
-    def allowed(self) -> str:
-        return "one of " + ", ".join(self.options) + (", or null" if self.nullable else "")
-
-    def accepts(self, value: Any) -> bool:
-        return (value is None and self.nullable) or (isinstance(value, str) and value in self.options)
-
-
-@dataclass(frozen=True)
-class Flag:
-    def allowed(self) -> str:
-        return "true or false"
-
-    def accepts(self, value: Any) -> bool:
-        return isinstance(value, bool)
-
-
-@dataclass(frozen=True)
-class Numbers:
-    """A list of numbers, each `item`, of exactly `length` entries when given."""
-
-    item: Number
-    length: int | None = None
-
-    def allowed(self) -> str:
-        size = f"{self.length} " if self.length else ""
-        return f"a list of {size}numbers, each {self.item.allowed()}"
-
-    def accepts(self, value: Any) -> bool:
-        if not isinstance(value, (list, tuple)):
-            return False
-        return (self.length is None or len(value) == self.length) and all(self.item.accepts(v) for v in value)
-
-
-Rule = Number | Choice | Flag | Numbers
-
-POSITIVE_INT = Number(integer=True, low=1)
-NON_NEGATIVE_INT = Number(integer=True, low=0)
-POSITIVE = Number(low=0, low_open=True)
-NON_NEGATIVE = Number(low=0)
-PROBABILITY = Number(low=0, high=1)
-#: dropout, label smoothing, momentum, Adam betas: 1 would stop learning altogether
-UNIT_OPEN = Number(low=0, high=1, high_open=True)
 
 RULES: tuple[tuple[str, Rule], ...] = (
     # numpy's and torch's seeds must fit in 32 bits unsigned (numpy rejects negatives)
@@ -152,42 +80,6 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("hydra.sweeper.timeout", Number(low=0, nullable=True)),
     ("hydra.sweeper.seeds_per_trial", POSITIVE_INT),
     ("resume_finished", Flag()),
-    ("model.batch_size", POSITIVE_INT),
-    ("model.eval_batch_size", POSITIVE_INT),
-    ("model.max_epochs", POSITIVE_INT),
-    ("model.label_smoothing", UNIT_OPEN),
-    ("model.optimizer.name", Choice(("adam", "adamw", "sgd"))),
-    ("model.optimizer.lr", POSITIVE),
-    ("model.optimizer.weight_decay", NON_NEGATIVE),
-    ("model.optimizer.momentum", UNIT_OPEN),
-    ("model.optimizer.nesterov", Flag()),
-    ("model.optimizer.eps", POSITIVE),
-    ("model.optimizer.betas", Numbers(UNIT_OPEN, length=2)),
-    ("model.optimizer.lr_scaling", Choice(("none", "linear"))),
-    # gradients clipped to this global norm (trainer); 0 or null: off
-    ("model.optimizer.clip_grad_norm", Number(low=0, nullable=True)),
-    ("model.channels_last", Flag()),
-    ("model.schedule.unit", Choice(("samples", "steps"))),
-    ("model.schedule.kind", Choice(("constant", "step", "inverse_sqrt"))),
-    ("model.schedule.warmup_shape", Choice(("linear", "exponential"))),
-    ("model.schedule.warmup_epochs", NON_NEGATIVE),
-    ("model.schedule.decay_epochs", Numbers(NON_NEGATIVE)),
-    ("model.schedule.decay_factor", Number(low=0, high=1, low_open=True)),
-    ("model.schedule.ref_batch_size", POSITIVE_INT),
-    ("model.data.train_negatives", NON_NEGATIVE_INT),
-    ("model.arch.init_std", POSITIVE),
-    ("model.data.eval_negatives", POSITIVE_INT),
-    ("model.data.hflip", PROBABILITY),
-    ("model.data.val_limit", Number(integer=True, low=1, nullable=True)),
-    ("model.data.image_size", POSITIVE_INT),
-    ("model.data.crop_padding", NON_NEGATIVE_INT),
-    ("model.data.max_len", POSITIVE_INT),
-    ("model.data.eval_max_sentences", Number(integer=True, low=1, nullable=True)),
-    ("model.data.synthetic_image_size", Numbers(POSITIVE_INT, length=2)),
-    ("model.data.synthetic_objects", POSITIVE_INT),
-    ("model.arch.num_classes", Number(integer=True, low=2)),
-    ("model.arch.dropout", UNIT_OPEN),
-    ("model.arch.label_smoothing", UNIT_OPEN),
 )
 
 #: what a framework's loop accepts beyond (or instead of) the PyTorch loop's choices, by model.framework
@@ -200,20 +92,11 @@ FRAMEWORK_RULES: dict[str, tuple[tuple[str, Rule], ...]] = {
     ),
 }
 
-#: quality metrics that are fractions (a target of 0 is met before training, above 1 never)
-FRACTION_METRICS = frozenset({"hr_at_10", "ndcg_at_10", "top1", "box_map", "mask_map"})
-#: SacreBLEU is 0..100
-PERCENT_METRICS = frozenset({"bleu"})
-
 #: host memory one CPU rank needs (interpreter, torch, MLflow, its data, model, activations), by
 #: scale: peak RSS of one-process mini runs measured 1.04 GB (NCF) and 1.16 GB (SSD), one epoch;
 #: hw.rank_memory_gb overrides it
 RANK_MEMORY_GB = {"mini": 1.25}
 DEFAULT_RANK_MEMORY_GB = 4.0
-
-
-def _fmt(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
 
 
 def _shown(value: Any) -> str:
@@ -234,11 +117,26 @@ def _lookup(cfg: DictConfig, key: str) -> Any:
     return value
 
 
+def model_rules(model: Any) -> list[tuple[str, Rule]]:
+    """The `model.*` rules of the benchmark folder named `model` (its config dataclass's bounded
+    fields); a model no folder describes gets the common section's."""
+    about = registry.find(str(model))
+    return list(model_section.rules(about.config if about is not None else model_section.ModelSection))
+
+
+def known_keys() -> set[str]:
+    """Every key some rule checks: options any model or framework may be given with `+`."""
+    configs = {about.config for about in registry.every()} | {model_section.ModelSection}
+    model_keys = {key for config in configs for key, _ in model_section.rules(config)}
+    return {k for k, _ in RULES} | {k for rules in FRAMEWORK_RULES.values() for k, _ in rules} | model_keys
+
+
 def rules_for(cfg: DictConfig) -> list[tuple[str, Rule]]:
-    """RULES with the run's framework's own rules in place of the PyTorch loop's."""
+    """RULES and the model's own, with the run's framework's rules in place of the PyTorch loop's."""
     framework = _lookup(cfg, "model.framework")
     own = dict(FRAMEWORK_RULES.get(str(framework), ()))
-    return [(key, own.pop(key, rule)) for key, rule in RULES] + list(own.items())
+    every = [*RULES, *model_rules(_lookup(cfg, "model.name"))]
+    return [(key, own.pop(key, rule)) for key, rule in every] + list(own.items())
 
 
 def check_rules(cfg: DictConfig, rules: Sequence[tuple[str, Rule]] | None = None) -> None:
@@ -255,8 +153,10 @@ def check_targets(cfg: DictConfig) -> None:
         return
     if not isinstance(target, Mapping) or not target:
         raise T4BenchError(f"model.target={_shown(target)}: must map at least one metric name to its target value")
+    about = registry.find(str(_lookup(cfg, "model.name")))
     for name, value in target.items():
-        high = 1.0 if name in FRACTION_METRICS else 100.0 if name in PERCENT_METRICS else None
+        metric = about.metric(str(name)) if about is not None else None
+        high = metric.high if metric is not None else None  # a metric of the user's own model
         rule = Number(low=0, low_open=True, high=high)
         if not rule.accepts(value):
             raise T4BenchError(f"model.target.{name}={_shown(value)}: must be {rule.allowed()}")

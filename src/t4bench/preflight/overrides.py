@@ -5,7 +5,7 @@ type, a missing or extra `+`, unparsable override text) become one line naming t
 or the closest key. Keys added with `+` that no code reads are refused the same way: what is valid
 comes from the composed config itself (a key is there, or it lies under a map the config declares
 empty, such as `tracking.tags: {}` and `callbacks: {}`, or it is an argument of a `_target_`
-node's class) plus the options `t4bench.preflight.config.RULES` knows every model may set.
+node's class) plus the options `t4bench.preflight.config.known_keys` knows some model may set.
 
 Only Hydra, OmegaConf and the standard library load here.
 """
@@ -82,7 +82,7 @@ def is_read(key: str, schema: DictConfig) -> bool:
     """Whether t4bench reads `key` when it is added: it is in the schema, lies under a map the
     schema declares empty (free: tracking.tags, callbacks, perf.models), is an argument of the
     `_target_` node it is added to, or is an option the validation table knows."""
-    from t4bench.preflight.config import FRAMEWORK_RULES, RULES
+    from t4bench.preflight.config import known_keys
 
     parts = key.split(".")
     for depth in range(1, len(parts) + 1):
@@ -99,8 +99,7 @@ def is_read(key: str, schema: DictConfig) -> bool:
             return True
         if "_target_" in node and depth == len(parts) - 1:
             return _target_accepts(node._get_node("_target_")._value(), parts[-1])  # type: ignore[union-attr]
-    known = {k for k, _ in RULES} | {k for rules in FRAMEWORK_RULES.values() for k, _ in rules}
-    return key in known
+    return key in known_keys()
 
 
 def _parse(lines: Sequence[str]) -> list[Any]:

@@ -60,7 +60,7 @@ class PerfOptions:
     gpu_data: bool = False
     cudnn_benchmark: bool = False
     #: the training loss of the whole batch in one set of kernels, without host syncs per image
-    #: (benchmarks that have one: SSD, t4bench.benchmarks.ssd_loss); the same loss to rounding
+    #: (benchmarks that have one: SSD, t4bench.benchmarks.ssd.loss); the same loss to rounding
     batched_loss: bool = False
     #: cuDNN as a scaled_dot_product_attention backend; None: torch's choice. torch 2.11 sends
     #: masked attention to cuDNN first on Hopper/Blackwell, which builds a plan per new shape

@@ -5,7 +5,7 @@ summarizer checks every log of a package under one):
     <out>/<ruleset>/results/<system>/<benchmark>/result_<i>.txt   each run's mlperf.log artifact
     <out>/<ruleset>/systems/<system>.json                        the system description they require
 
-<ruleset> is the one t4bench.mlperf.RULESETS names for the benchmark (`unchecked` for NCF, which
+<ruleset> is the one t4bench.mlperf.ruleset names for the benchmark (`unchecked` for NCF, which
 no ruleset knows); <system> is `<hw>x<count>_<scale>` (a mini and a reference-scale run are never
 one system's results); <benchmark> is the MLPerf name (`resnet`, not `resnet50`). Runs are
 numbered by start time. Then e.g. `python -m mlperf_logging.result_summarizer <out>/0.7.0 training 0.7.0`.
@@ -23,7 +23,7 @@ import pandas as pd
 from mlflow.tracking import MlflowClient
 
 from t4bench import mlflow_names as names
-from t4bench.mlperf import RULESETS, mlperf_name
+from t4bench.mlperf import mlperf_name, ruleset
 from t4bench.report.query import QueryError
 from t4bench.tracking import run_tags
 
@@ -79,7 +79,7 @@ def export_results(client: MlflowClient, runs: pd.DataFrame, out: Path) -> list[
                 except Exception as err:  # no log artifact (a run that failed before writing one)
                     lines.append(f"skipped run {row.run_id} ({row.run_name}): no {LOG_ARTIFACT} artifact ({err})")
                     continue
-                package = out / RULESETS.get(benchmark, "unchecked")
+                package = out / (ruleset(benchmark) or "unchecked")
                 folder = package / "results" / str(system) / benchmark
                 folder.mkdir(parents=True, exist_ok=True)
                 index = counters.get(benchmark, 0)
@@ -92,7 +92,7 @@ def export_results(client: MlflowClient, runs: pd.DataFrame, out: Path) -> list[
                 run = client.get_run(row.run_id)  # the versions are in its tag file
                 first = {"tags": run_tags(client, run), "params": dict(run.data.params)}
         for benchmark in counters:
-            desc = out / RULESETS.get(benchmark, "unchecked") / "systems" / f"{system}.json"
+            desc = out / (ruleset(benchmark) or "unchecked") / "systems" / f"{system}.json"
             if not desc.exists():
                 desc.parent.mkdir(parents=True, exist_ok=True)
                 desc.write_text(json.dumps(system_description(group, first["tags"], first["params"]), indent=2) + "\n")

@@ -1,6 +1,6 @@
 """ResNet v1.5 in Keras: bottleneck blocks with the stride on the 3x3 convolution (v1 strides on
 the first 1x1), at any depth and width, from the same `model.arch.backbone` node as the PyTorch
-trunk (`t4bench.benchmarks.resnet_parts`). With layers [3, 4, 6, 3], widths [64, 128, 256, 512]
+trunk (`t4bench.benchmarks.shared_resnet.parts`). With layers [3, 4, 6, 3], widths [64, 128, 256, 512]
 and the imagenet stem it is ResNet-50 (25,557,032 parameters, as torchvision's)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """ResNet-50 v1.5 image classification in Keras (`model=resnet50 framework=tensorflow`), top-1.
 
 The same data (ImageFolder layout), sizes (`model.arch`), targets and metrics as the PyTorch
-benchmark (`t4bench.benchmarks.resnet50`), on the Benchmark contract of `t4bench.benchmark` with
+benchmark (`t4bench.benchmarks.resnet50.model`), on the Benchmark contract of `t4bench.benchmark` with
 TensorFlow objects: Keras model, tf.data batches, tf tensors. TensorFlow is imported in the methods,
 not at module load: the runner resolves this class (and checks the data) before any rank starts.
 """

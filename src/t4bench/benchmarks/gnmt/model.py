@@ -4,7 +4,7 @@ Encoder: embedding, a bidirectional LSTM layer, then unidirectional LSTM layers 
 connections from the third layer on. Decoder: an LSTM layer whose output queries normalized
 additive (Bahdanau) attention over the encoder outputs; the attention context is concatenated to
 the input of every further decoder LSTM layer (residual from the third on); a linear classifier.
-Data, loss (label smoothing), greedy decoding and BLEU are `t4bench.benchmarks.seq2seq`'s.
+Data, loss (label smoothing), greedy decoding and BLEU are `t4bench.benchmarks.shared_seq2seq.benchmark`'s.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from t4bench.benchmarks.seq2seq import TranslationBenchmark
-from t4bench.benchmarks.seq2seq_parts import PAD
+from t4bench.benchmarks.shared_seq2seq.benchmark import TranslationBenchmark
+from t4bench.benchmarks.shared_seq2seq.parts import PAD
 
 
 def _host_to(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:

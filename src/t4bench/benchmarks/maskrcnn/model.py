@@ -15,8 +15,8 @@ from torchvision.models.detection.backbone_utils import BackboneWithFPN
 from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
 from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
 
-from t4bench.benchmarks.detection import CocoBenchmark
-from t4bench.benchmarks.resnet_parts import trunk_from_cfg
+from t4bench.benchmarks.shared_detection.benchmark import CocoBenchmark
+from t4bench.benchmarks.shared_resnet.parts import trunk_from_cfg
 
 
 class MaskRCNNBenchmark(CocoBenchmark):

@@ -17,8 +17,8 @@ from __future__ import annotations
 import torch
 from omegaconf import DictConfig
 
-from t4bench.benchmarks.ncf import NCFBenchmark
-from t4bench.data.movielens import LeaveOneOut
+from t4bench.benchmarks.ncf.model import NCFBenchmark
+from t4bench.benchmarks.ncf.movielens import LeaveOneOut
 from t4bench.pytorch.context import RunContext
 from t4bench.pytorch.perf import PerfOptions
 

@@ -18,7 +18,7 @@ from torch import nn
 
 from t4bench import baselines
 from t4bench.benchmark import Benchmark
-from t4bench.data import movielens
+from t4bench.benchmarks.ncf import movielens
 from t4bench.pytorch.context import RunContext, chunked
 
 # the evaluation negatives are part of the dataset, not of the run: the same for every seed

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from t4bench.data import fashion_mnist
+from t4bench.benchmarks.shared_vision import fashion_mnist
 
 NAME = "fashion-mnist-folder"
 TRAIN_PER_CLASS = 800

@@ -1,7 +1,7 @@
 """ResNet-50 v1.5 image classification (MLPerf Training v0.5), top-1 accuracy.
 
 Reference: ImageNet in the ImageFolder layout, 224x224 crops, torchvision's ResNet-50 v1.5 layout.
-Mini: Fashion-MNIST written as the same ImageFolder layout by `t4bench.data.fashion_folder`, a
+Mini: Fashion-MNIST written as the same ImageFolder layout by `t4bench.benchmarks.resnet50.fashion_folder`, a
 shrunk ResNet of the same family (Bottleneck blocks, fewer and narrower stages, 3x3 stem).
 """
 
@@ -19,7 +19,7 @@ from torchvision import datasets, transforms
 
 from t4bench import baselines
 from t4bench.benchmark import Benchmark
-from t4bench.benchmarks.resnet_parts import ResNetClassifier, trunk_from_cfg
+from t4bench.benchmarks.shared_resnet.parts import ResNetClassifier, trunk_from_cfg
 from t4bench.data import checks
 from t4bench.errors import DatasetMissingError
 from t4bench.pytorch.context import RunContext

@@ -13,7 +13,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from t4bench.benchmark import Benchmark
-from t4bench.data import coco
+from t4bench.benchmarks.shared_detection import coco
 from t4bench.errors import DatasetMissingError
 from t4bench.pytorch.context import RunContext
 

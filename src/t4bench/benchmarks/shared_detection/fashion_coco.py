@@ -25,7 +25,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 from pycocotools import mask as mask_utils
 
-from t4bench.data import fashion_mnist
+from t4bench.benchmarks.shared_vision import fashion_mnist
 
 NAME = "fashion-coco"
 CANVAS = 128

@@ -1,8 +1,8 @@
 """What GNMT and Transformer share as benchmarks: the data layout, SacreBLEU evaluation by greedy
 decoding, synthetic batches, and the benchmark class that ties the parts
-(`t4bench.benchmarks.seq2seq_parts`) to the loop; subclasses build the model.
+(`t4bench.benchmarks.shared_seq2seq.parts`) to the loop; subclasses build the model.
 
-Data layout (written by `t4bench.data.translation.prepare` for mini and Ding; the same layout for
+Data layout (written by `t4bench.benchmarks.shared_seq2seq.translation.prepare` for mini and Ding; the same layout for
 the reference WMT sets): a directory with `train.src`, `train.tgt`, `test.src`, `test.tgt` (plain
 text, one sentence a line) and a sentencepiece model, by default `spm.model` in that directory.
 """
@@ -20,7 +20,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from t4bench.benchmark import Benchmark
-from t4bench.benchmarks.seq2seq_parts import (
+from t4bench.benchmarks.shared_seq2seq.parts import (
     UNK,
     Tokenizer,
     TranslationBatch,
@@ -29,8 +29,8 @@ from t4bench.benchmarks.seq2seq_parts import (
     greedy_decode,
     label_smoothed_loss,
 )
+from t4bench.benchmarks.shared_seq2seq.translation import bleu as corpus_bleu
 from t4bench.data import checks
-from t4bench.data.translation import bleu as corpus_bleu
 from t4bench.errors import DatasetMissingError
 from t4bench.pytorch.context import RunContext, chunked
 

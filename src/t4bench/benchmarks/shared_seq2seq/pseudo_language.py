@@ -12,8 +12,8 @@ import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from t4bench.data.ding import IRREGULAR_FORMS, LexEntry, detok, tokenize_en
-from t4bench.data.pseudo_words import (
+from t4bench.benchmarks.shared_seq2seq.ding import IRREGULAR_FORMS, LexEntry, detok, tokenize_en
+from t4bench.benchmarks.shared_seq2seq.pseudo_words import (
     AGREE,
     ARTICLES,
     AUXILIARIES,

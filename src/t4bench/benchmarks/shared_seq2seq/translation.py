@@ -10,7 +10,7 @@
 - `mini/`: the CPU-minutes task. The *source* side is the real English sentences of those pairs,
   restricted to sentences whose words all lie in a frequent vocabulary. The *target* side is a
   pseudo-language generated from the English by the fixed rules of
-  `t4bench.data.pseudo_language.PseudoLanguage` (a deterministic function of the English sentence;
+  `t4bench.benchmarks.shared_seq2seq.pseudo_language.PseudoLanguage` (a deterministic function of the English sentence;
   see docs/translation.md): a lexical mapping (the Ding dictionary's German word where it has a
   single-word entry, else a made-up word), determiners and adjectives that agree with the
   grammatical gender of their noun, adjectives after the noun, and the finite verb moved to the end
@@ -20,9 +20,9 @@ Each directory holds `train.src`, `train.tgt`, `test.src`, `test.tgt` (one sente
 `spm.model` and `manifest.json` (counts, baselines, a version key). Setup is idempotent: a
 directory whose manifest carries the current version key is left alone.
 
-`python -m t4bench.data.translation [DATA_ROOT]` runs it and prints the baselines. The Ding file
-is read by `t4bench.data.ding`; the model-side pieces (tokenizer, batches, loss, decoding) are
-`t4bench.benchmarks.seq2seq_parts`.
+`python -m t4bench.benchmarks.shared_seq2seq.translation [DATA_ROOT]` runs it and prints the baselines. The Ding file
+is read by `t4bench.benchmarks.shared_seq2seq.ding`; the model-side pieces (tokenizer, batches, loss, decoding) are
+`t4bench.benchmarks.shared_seq2seq.parts`.
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from t4bench.data import ding
-from t4bench.data.ding import LexEntry, detok, read_ding, tokenize_en
-from t4bench.data.pseudo_language import PseudoLanguage
-from t4bench.data.pseudo_words import AGREE, CLOSED_CLASS
+from t4bench.benchmarks.shared_seq2seq import ding
+from t4bench.benchmarks.shared_seq2seq.ding import LexEntry, detok, read_ding, tokenize_en
+from t4bench.benchmarks.shared_seq2seq.pseudo_language import PseudoLanguage
+from t4bench.benchmarks.shared_seq2seq.pseudo_words import AGREE, CLOSED_CLASS
 
 #: (source, target) sentence pairs
 Pairs = list[tuple[str, str]]
@@ -66,7 +66,7 @@ def split_test(items: Sequence[tuple[str, str]], test_size: int) -> tuple[Pairs,
 
 def bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     """SacreBLEU (13a tokenization, exp smoothing) of detokenized hypotheses, 0-100: the metric of
-    the baselines here and of the models (`t4bench.benchmarks.seq2seq`)."""
+    the baselines here and of the models (`t4bench.benchmarks.shared_seq2seq.benchmark`)."""
     import sacrebleu
 
     return float(sacrebleu.corpus_bleu(list(hypotheses), [list(references)]).score)

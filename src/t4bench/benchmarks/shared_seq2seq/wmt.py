@@ -1,5 +1,5 @@
 """WMT16 / WMT17 English->German from their public downloads, in the layout the GNMT / Transformer
-reference-scale trainer reads (`t4bench.benchmarks.seq2seq`): `train.src` (English), `train.tgt`
+reference-scale trainer reads (`t4bench.benchmarks.shared_seq2seq.benchmark`): `train.src` (English), `train.tgt`
 (German), `test.src` / `test.tgt` (newstest2014), `spm.model` and `manifest.json`.
 
 Which files, as the MLPerf Training v0.5 references fetch them (docs/reference_data.md):
@@ -17,7 +17,7 @@ a plain `newstest2014.{en,de}` and the `.sgm` pair are both accepted for the tes
 
 The references tokenize differently (GNMT: Moses + subword-nmt BPE, 32k merges; Transformer:
 tensor2tensor subwords, ~33.7k); here one joint sentencepiece BPE model is trained on the training
-text as t4bench's other translation data are (`t4bench.data.translation`), so BLEU is comparable
+text as t4bench's other translation data are (`t4bench.benchmarks.shared_seq2seq.translation`), so BLEU is comparable
 with the targets only as far as the tokenizers are (docs/reference_data.md says so too).
 """
 
@@ -30,8 +30,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from t4bench.benchmarks.shared_seq2seq.translation import run_sentencepiece
 from t4bench.data.checks import DataError, read_parallel
-from t4bench.data.translation import run_sentencepiece
 from t4bench.errors import DatasetMissingError
 
 #: pairs with more words than this on either side are dropped, as Moses' clean-corpus-n.perl

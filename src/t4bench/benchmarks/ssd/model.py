@@ -15,9 +15,9 @@ from torch import nn
 from torchvision.models.detection.anchor_utils import DefaultBoxGenerator
 from torchvision.models.detection.ssd import SSD
 
-from t4bench.benchmarks.detection import CocoBenchmark
-from t4bench.benchmarks.resnet_parts import ResNetTrunk, feature_dict, init_weights, trunk_from_cfg
-from t4bench.benchmarks.ssd_loss import BatchedLossSSD
+from t4bench.benchmarks.shared_detection.benchmark import CocoBenchmark
+from t4bench.benchmarks.shared_resnet.parts import ResNetTrunk, feature_dict, init_weights, trunk_from_cfg
+from t4bench.benchmarks.ssd.loss import BatchedLossSSD
 from t4bench.pytorch.perf import PerfOptions
 
 

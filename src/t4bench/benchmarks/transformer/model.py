@@ -2,7 +2,7 @@
 
 Encoder-decoder with shared source/target/output embeddings (one joint subword vocabulary),
 sinusoidal positions, post- or pre-LayerNorm layers (`arch.norm_first`). Data, loss (label
-smoothing), greedy decoding and BLEU are `t4bench.benchmarks.seq2seq`'s.
+smoothing), greedy decoding and BLEU are `t4bench.benchmarks.shared_seq2seq.benchmark`'s.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from t4bench.benchmarks.seq2seq import TranslationBenchmark
-from t4bench.benchmarks.seq2seq_parts import PAD, sinusoidal_positions
+from t4bench.benchmarks.shared_seq2seq.benchmark import TranslationBenchmark
+from t4bench.benchmarks.shared_seq2seq.parts import PAD, sinusoidal_positions
 
 
 class Transformer(nn.Module):

@@ -1,0 +1,33 @@
+"""NCF's `model:` section: sampled negatives and the embeddings' init, on top of the common
+section (t4bench.benchmarks.model_section)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from t4bench.benchmarks.bounds import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT
+from t4bench.benchmarks.model_section import ModelSection, bounded
+
+
+@dataclass(frozen=True)
+class NCFData:
+    dataset: str = "movielens-100k"
+    path: str = ""
+    #: random unseen items per positive, resampled each epoch
+    train_negatives: int = bounded(NON_NEGATIVE_INT, 4)
+    #: fixed unseen items each held-out item is ranked among
+    eval_negatives: int = bounded(POSITIVE_INT, 100)
+
+
+@dataclass(frozen=True)
+class NCFArch:
+    gmf_factors: int = 8
+    mlp_layers: tuple[int, ...] = (64, 32, 16)
+    #: std of the normal init of the four embedding tables (the MLPerf reference's 0.01)
+    init_std: float = bounded(POSITIVE, 0.01)
+
+
+@dataclass(frozen=True)
+class NCFConfig(ModelSection):
+    data: NCFData = field(default_factory=NCFData)
+    arch: NCFArch = field(default_factory=NCFArch)

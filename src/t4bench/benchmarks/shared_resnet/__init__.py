@@ -1,0 +1,1 @@
+"""Code shared by benchmarks (resnet); not a benchmark itself."""

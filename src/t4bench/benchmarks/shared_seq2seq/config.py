@@ -1,0 +1,30 @@
+"""The `model:` section GNMT and Transformer share: sentence lengths and the decoder's
+regularisation, on top of the common section (t4bench.benchmarks.model_section)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from t4bench.benchmarks.bounds import POSITIVE_INT, UNIT_OPEN, Number
+from t4bench.benchmarks.model_section import ModelSection, bounded
+
+
+@dataclass(frozen=True)
+class Seq2SeqData:
+    path: str = ""
+    dataset: str = ""
+    max_len: int = bounded(POSITIVE_INT, 50)
+    #: null: the whole test set
+    eval_max_sentences: int | None = bounded(Number(integer=True, low=1, nullable=True), None)
+
+
+@dataclass(frozen=True)
+class Seq2SeqArch:
+    dropout: float = bounded(UNIT_OPEN, 0.0)
+    label_smoothing: float = bounded(UNIT_OPEN, 0.0)
+
+
+@dataclass(frozen=True)
+class Seq2SeqSection(ModelSection):
+    data: Seq2SeqData = field(default_factory=Seq2SeqData)
+    arch: Seq2SeqArch = field(default_factory=Seq2SeqArch)

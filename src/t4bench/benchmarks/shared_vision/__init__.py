@@ -1,0 +1,1 @@
+"""Code shared by benchmarks (vision); not a benchmark itself."""
