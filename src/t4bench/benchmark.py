@@ -1,5 +1,5 @@
-"""The contract between the training loop (`t4bench.pytorch.loop`) and each benchmark: read this file to
-add one.
+"""The contract between a framework's training loop (`t4bench.pytorch.loop`, `t4bench.tf.loop`) and
+each benchmark: read this file to add one (its folder: t4bench.benchmarks.registry).
 
 A benchmark supplies a model, its data, a loss and a quality metric; the loop owns timing,
 optimisation, precision, distribution, evaluation cadence, logging and the stop rules. Nothing in
@@ -13,7 +13,7 @@ What a subclass provides:
 | `framework`                | no        | "pytorch" (the loop that runs it)                  |
 | `throughput_unit`          | no        | "samples/s"                                        |
 | `reference_train_samples`  | no        | None: synthetic epochs are one global batch        |
-| `__init__(cfg, ctx)`       | no        | stores cfg, ctx, `synthetic`; load data here       |
+| `__init__(cfg, ctx)`       | no        | stores cfg, ctx (its loop's context), `synthetic`  |
 | `dataset_train_size()`     | yes       | - (only called with real data)                     |
 | `build_model()`            | yes       | -                                                  |
 | `train_batches(epoch)`     | yes       | - (must be sized: the loop splits epochs by it)    |
@@ -39,15 +39,14 @@ from __future__ import annotations
 import abc
 import importlib
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from t4bench.errors import T4BenchError
 
 if TYPE_CHECKING:
     import torch
     from omegaconf import DictConfig
-
-    from t4bench.pytorch.context import RunContext
 
 
 class Batches(Protocol):
@@ -59,14 +58,41 @@ class Batches(Protocol):
     def __len__(self) -> int: ...
 
 
+class RunInfo(Protocol):
+    """What the contract itself reads of the run a benchmark is part of. Each framework's loop hands
+    its own context, which has these and more (t4bench.pytorch.context.RunContext: device, loaders;
+    t4bench.tf.context.TFContext: the distribution strategy); a benchmark names its loop's context
+    as the type argument, `Benchmark[RunContext]`."""
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def world_size(self) -> int: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def data_root(self) -> Path: ...
+
+    @property
+    def is_main(self) -> bool: ...
+
+
+#: the framework's run context a benchmark is written for
+ContextT = TypeVar("ContextT", bound=RunInfo)
+
+
 def is_synthetic(cfg: DictConfig) -> bool:
     """`input=synthetic`: reference-size model on generated tensors, throughput only."""
     return bool(cfg.input.synthetic)
 
 
-class Benchmark(abc.ABC):
-    """One benchmark at one scale. Instances are built in the MLPerf init phase (untimed): data
-    loading in `__init__` is part of init; everything the loop calls afterwards is timed."""
+class Benchmark(abc.ABC, Generic[ContextT]):
+    """One benchmark at one scale, for the loop whose run context is `ContextT`. Instances are
+    built in the MLPerf init phase (untimed): data loading in `__init__` is part of init;
+    everything the loop calls afterwards is timed."""
 
     name: ClassVar[str]
     #: the framework whose training loop runs this benchmark (recorded as a tag)
@@ -79,9 +105,9 @@ class Benchmark(abc.ABC):
     #: full LR at once, and its loss went NaN)
     reference_train_samples: ClassVar[int | None] = None
 
-    def __init__(self, cfg: DictConfig, ctx: RunContext) -> None:
+    def __init__(self, cfg: DictConfig, ctx: ContextT) -> None:
         self.cfg = cfg
-        self.ctx = ctx
+        self.ctx: ContextT = ctx
         self.synthetic = is_synthetic(cfg)
 
     # -- required -----------------------------------------------------------------------------

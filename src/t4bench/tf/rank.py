@@ -191,7 +191,7 @@ class TFRank:
                 f"model.benchmark={self.cfg.model.benchmark} is a {bench_cls.framework} benchmark; "
                 "framework=tensorflow runs the model's Keras benchmark (model=resnet50 only)"
             )
-        bench = bench_cls(self.cfg, self.ctx)  # type: ignore[arg-type]
+        bench = bench_cls(self.cfg, self.ctx)
         if self.cfg.input.synthetic:
             return loop.measure_throughput(bench, self.cfg, self.ctx, services)
         return loop.train_to_target(bench, self.cfg, self.ctx, services)

@@ -35,13 +35,13 @@ def check_image_folder(split_dir: Path) -> None:
         )
 
 
-class KerasResNet50(Benchmark):
+class KerasResNet50(Benchmark["TFContext"]):
     name = "resnet50"
     framework = "tensorflow"
     throughput_unit = "samples/s"
 
     def __init__(self, cfg: DictConfig, ctx: TFContext) -> None:
-        super().__init__(cfg, ctx)  # type: ignore[arg-type]
+        super().__init__(cfg, ctx)
         self.tf_ctx = ctx
         self.model_cfg = cfg.model
         self._eval_counts: Any = None

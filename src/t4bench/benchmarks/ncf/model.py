@@ -55,7 +55,7 @@ class NeuMF(nn.Module):
         return self.head(torch.cat([gmf, mlp], dim=-1)).squeeze(-1)
 
 
-class NCFBenchmark(Benchmark):
+class NCFBenchmark(Benchmark[RunContext]):
     name = "ncf"
     throughput_unit = "samples/s"
     #: ml-20m: 20,000,263 ratings of 138,493 users, one held out each -> 19,861,770 positives,

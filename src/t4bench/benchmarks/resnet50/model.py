@@ -57,7 +57,7 @@ def build_transforms(data: Any, train: bool) -> transforms.Compose:
     return transforms.Compose(geometry + normalize)
 
 
-class ResNet50Benchmark(Benchmark):
+class ResNet50Benchmark(Benchmark[RunContext]):
     name = "resnet50"
     throughput_unit = "samples/s"
     #: ImageNet-1k train

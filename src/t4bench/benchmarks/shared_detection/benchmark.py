@@ -18,7 +18,7 @@ from t4bench.errors import DatasetMissingError
 from t4bench.pytorch.context import RunContext
 
 
-class CocoBenchmark(Benchmark):
+class CocoBenchmark(Benchmark[RunContext]):
     """torchvision detection models: `model(images, targets)` returns a dict of losses in train
     mode and a list of detections in eval mode. Quality: COCOeval AP@[.5:.95] of every target metric
     (box_map, mask_map)."""

@@ -92,7 +92,7 @@ def _data_files(data: Mapping[str, Any]) -> dict[str, Path]:
     return files
 
 
-class TranslationBenchmark(Benchmark):
+class TranslationBenchmark(Benchmark[RunContext]):
     """The data, loss, decoding and BLEU side of GNMT and Transformer; subclasses build the model.
 
     cfg.model.data: path (directory of the layout above), spm_model (optional), max_len (train
