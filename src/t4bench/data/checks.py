@@ -67,13 +67,37 @@ def read_lines(path: Path, limit: int | None = None) -> list[str]:
     return lines
 
 
+def count_lines(path: Path) -> int:
+    """Lines in a text file, counted without decoding them (the preflight's structure check: a few
+    seconds for WMT's 4.5M lines); DataError naming the file when it is unreadable or empty, in
+    `read_lines`' words."""
+    try:
+        with open(path, "rb") as handle:
+            count = sum(1 for _ in handle)
+    except OSError as err:
+        raise DataError(f"{path}: cannot be read ({err.strerror or err})") from None
+    if not count:
+        raise DataError(f"{path}: empty file (one sentence per line expected)")
+    return count
+
+
+def check_parallel(source: Path, target: Path) -> None:
+    """`read_parallel`'s structure, without reading the sentences: both files non-empty, with as
+    many lines each (their bytes are checked when the run reads them)."""
+    src, tgt = count_lines(source), count_lines(target)
+    if src != tgt:
+        raise DataError(_misaligned(source, src, target, tgt))
+
+
+def _misaligned(source: Path, src: int, target: Path, tgt: int) -> str:
+    return f"{source} has {src} lines but {target} has {tgt}: parallel files need one sentence pair per line"
+
+
 def read_parallel(source: Path, target: Path, limit: int | None = None) -> tuple[list[str], list[str]]:
     """Sentence-aligned files (line i of one translates line i of the other): DataError naming
     both when their line counts differ (cutting to the shorter one would hide a misalignment),
     plus `read_lines`' checks."""
     src, tgt = read_lines(source), read_lines(target)
     if len(src) != len(tgt):
-        raise DataError(
-            f"{source} has {len(src)} lines but {target} has {len(tgt)}: parallel files need one sentence pair per line"
-        )
+        raise DataError(_misaligned(source, len(src), target, len(tgt)))
     return (src[:limit], tgt[:limit]) if limit else (src, tgt)

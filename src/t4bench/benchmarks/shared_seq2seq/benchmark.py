@@ -140,6 +140,12 @@ class TranslationBenchmark(Benchmark[RunContext]):
             raise DatasetMissingError(
                 f"{cfg.model.name} {scale} needs {cfg.model.data.dataset}: expected {', '.join(missing)} ({hint})"
             )
+        files = _data_files(cfg.model.data)
+        # the structure now, before any run exists; the sentences' bytes when the run reads them
+        checks.check_parallel(files["train.src"], files["train.tgt"])
+        checks.check_parallel(files["test.src"], files["test.tgt"])
+        if files["spm"].stat().st_size == 0:
+            raise checks.DataError(f"{files['spm']}: empty file (a sentencepiece model expected)")
 
     def dataset_train_size(self) -> int:
         return len(self.train_pairs)
