@@ -17,6 +17,9 @@ class NCFData:
     train_negatives: int = bounded(NON_NEGATIVE_INT, 4)
     #: fixed unseen items each held-out item is ranked among
     eval_negatives: int = bounded(POSITIVE_INT, 100)
+    #: `input=synthetic`: the reference dataset's sizes (ml-20m), for embedding tables of its size
+    synthetic_users: int = bounded(POSITIVE_INT, 138_493)
+    synthetic_items: int = bounded(POSITIVE_INT, 26_744)
 
 
 @dataclass(frozen=True)

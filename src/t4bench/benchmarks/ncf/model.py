@@ -13,12 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from t4bench import baselines
 from t4bench.benchmark import Benchmark
+from t4bench.benchmarks import model_section
 from t4bench.benchmarks.ncf import movielens
+from t4bench.benchmarks.ncf.config import NCFConfig
 from t4bench.pytorch.context import RunContext, chunked
 
 # the evaluation negatives are part of the dataset, not of the run: the same for every seed
@@ -68,18 +70,20 @@ class NCFBenchmark(Benchmark[RunContext]):
 
     def __init__(self, cfg: DictConfig, ctx: RunContext) -> None:
         super().__init__(cfg, ctx)
-        data_cfg = cfg.model.data
-        self.train_negatives = int(data_cfg.train_negatives)
+        # the typed `model:` section (its bounds were checked by the preflight)
+        self.spec = model_section.build(NCFConfig, OmegaConf.to_container(cfg.model, resolve=True))  # type: ignore[arg-type]
+        data_cfg = self.spec.data
+        self.train_negatives = data_cfg.train_negatives
         if self.synthetic:
-            self.num_users = int(data_cfg.synthetic_users)
-            self.num_items = int(data_cfg.synthetic_items)
+            self.num_users = data_cfg.synthetic_users
+            self.num_items = data_cfg.synthetic_items
             self.data = None
             return
-        self.data = movielens.load(str(data_cfg.dataset), Path(str(data_cfg.path)))
+        self.data = movielens.load(data_cfg.dataset, Path(data_cfg.path))
         self.num_users, self.num_items = self.data.num_users, self.data.num_items
         rng = np.random.default_rng(EVAL_NEGATIVES_SEED)
         users = np.arange(self.num_users)
-        negatives = self.data.sample_negatives(users, int(data_cfg.eval_negatives), rng)
+        negatives = self.data.sample_negatives(users, data_cfg.eval_negatives, rng)
         # column 0 is the held-out positive, the rest its negatives
         self.eval_items = torch.from_numpy(np.column_stack([self.data.test_items, negatives]))
 
@@ -92,13 +96,13 @@ class NCFBenchmark(Benchmark[RunContext]):
         return len(self.data.test_items)  # one held-out positive (and its negatives) per user
 
     def build_model(self) -> nn.Module:
-        arch = self.cfg.model.arch
+        arch = self.spec.arch
         return NeuMF(
             self.num_users,
             self.num_items,
-            int(arch.gmf_factors),
+            arch.gmf_factors,
             list(arch.mlp_layers),
-            init_std=float(arch.get("init_std", 0.01)),
+            init_std=arch.init_std,
         )
 
     def _epoch_samples(self, epoch: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -118,7 +122,7 @@ class NCFBenchmark(Benchmark[RunContext]):
         )
 
     def train_batches(self, epoch: int) -> list[tuple[torch.Tensor, ...]]:
-        return self.ctx.tensor_batches(self._epoch_samples(epoch), int(self.cfg.model.batch_size), epoch=epoch)
+        return self.ctx.tensor_batches(self._epoch_samples(epoch), self.spec.batch_size, epoch=epoch)
 
     def loss(self, model: nn.Module, batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, int]:
         users, items, labels = batch
@@ -130,7 +134,7 @@ class NCFBenchmark(Benchmark[RunContext]):
         candidates = self.eval_items.shape[1]
         users = torch.arange(self.num_users).repeat_interleave(candidates)
         items = self.eval_items.reshape(-1)
-        step = int(self.cfg.model.eval_batch_size)
+        step = self.spec.eval_batch_size
         device = self.ctx.device
         scores = [
             model(u.to(device), i.to(device)).float().cpu()
@@ -145,7 +149,7 @@ class NCFBenchmark(Benchmark[RunContext]):
 
     def synthetic_batch(self) -> tuple[torch.Tensor, ...]:
         gen = self.ctx.generator()
-        size = int(self.cfg.model.batch_size)
+        size = self.spec.batch_size
         return (
             torch.randint(0, self.num_users, (size,), generator=gen),
             torch.randint(0, self.num_items, (size,), generator=gen),

@@ -63,8 +63,8 @@ class CocoBenchmark(Benchmark[RunContext]):
         train_images, train_ann, val_images, val_ann = cls.paths(cfg)
         coco.check_layout(train_images, train_ann, f"{cfg.model.name} training set")
         coco.check_layout(val_images, val_ann, f"{cfg.model.name} validation set")
-        for annotations in (train_ann, val_ann):
-            coco.check_structure(annotations)
+        for instances in (train_ann, val_ann):
+            coco.check_structure(instances)
 
     def dataset_train_size(self) -> int:
         return len(self.train_set)
