@@ -66,6 +66,21 @@ class Schedule:
 
 
 @dataclass(frozen=True)
+class DataSection:
+    """What every `model.data` has: the dataset's name and its folder."""
+
+    dataset: str = ""
+    path: str = ""
+
+
+@dataclass(frozen=True)
+class ClassesArch:
+    """An `arch` that predicts one of `num_classes` (background included for detection)."""
+
+    num_classes: int = bounded(Number(integer=True, low=2), 2)
+
+
+@dataclass(frozen=True)
 class ModelSection:
     """What every benchmark's `model:` has; also the rules of a model no folder describes."""
 
@@ -112,4 +127,23 @@ def build(cls: type[Section], node: Mapping[str, Any]) -> Section:
     return cls(**values)
 
 
-__all__ = ["NON_NEGATIVE_INT", "ModelSection", "Optimizer", "Schedule", "bounded", "build", "rules"]
+@dataclass(frozen=True)
+class VisionSection(ModelSection):
+    """What the image benchmarks add (ResNet-50, SSD, Mask R-CNN): channels-last memory, classes."""
+
+    channels_last: bool = bounded(Flag(), False)
+    arch: ClassesArch = field(default_factory=ClassesArch)
+
+
+__all__ = [
+    "NON_NEGATIVE_INT",
+    "ClassesArch",
+    "DataSection",
+    "ModelSection",
+    "Optimizer",
+    "Schedule",
+    "VisionSection",
+    "bounded",
+    "build",
+    "rules",
+]

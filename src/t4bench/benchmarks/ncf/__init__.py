@@ -18,11 +18,11 @@ def _check_ml20m(directory: Path) -> str:
 
 
 ABOUT = About(
-    name="ncf",
-    mlperf_name="ncf",
-    ruleset=None,  # no mlperf-logging training ruleset knows NCF
-    metrics=(QualityMetric("hr_at_10", "fraction"), QualityMetric("ndcg_at_10", "fraction")),
-    config=NCFConfig,
+    "ncf",
+    "ncf",
+    None,  # no mlperf-logging training ruleset knows NCF
+    (QualityMetric("hr_at_10", "fraction"), QualityMetric("ndcg_at_10", "fraction")),
+    NCFConfig,
     datasets={"movielens-100k": "t4bench.benchmarks.ncf.movielens"},
     reference_data={"ml-20m": ReferenceData(_check_ml20m, "T4BENCH_ML20M_DIR", "ml-20m")},
 )

@@ -6,13 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from t4bench.benchmarks.bounds import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT
-from t4bench.benchmarks.model_section import ModelSection, bounded
+from t4bench.benchmarks.model_section import DataSection, ModelSection, bounded
 
 
 @dataclass(frozen=True)
-class NCFData:
-    dataset: str = "movielens-100k"
-    path: str = ""
+class NCFData(DataSection):
     #: random unseen items per positive, resampled each epoch
     train_negatives: int = bounded(NON_NEGATIVE_INT, 4)
     #: fixed unseen items each held-out item is ranked among

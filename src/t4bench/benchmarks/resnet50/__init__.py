@@ -18,12 +18,13 @@ def _check_imagenet(directory: Path) -> str:
     return check_imagenet(directory)
 
 
+# the MLPerf checker knows it as `resnet`
 ABOUT = About(
-    name="resnet50",
-    mlperf_name="resnet",
-    ruleset="4.0.0",
-    metrics=(QualityMetric("top1", "fraction"),),
-    config=ResNet50Config,
+    "resnet50",
+    "resnet",
+    "4.0.0",
+    (QualityMetric("top1", "fraction"),),
+    ResNet50Config,
     datasets={"fashion-mnist-folder": "t4bench.benchmarks.resnet50.fashion_folder"},
     reference_data={"imagenet": ReferenceData(_check_imagenet, "T4BENCH_IMAGENET_DIR", "imagenet")},
 )

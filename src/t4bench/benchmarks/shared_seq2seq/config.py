@@ -6,13 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from t4bench.benchmarks.bounds import POSITIVE_INT, UNIT_OPEN, Number
-from t4bench.benchmarks.model_section import ModelSection, bounded
+from t4bench.benchmarks.model_section import DataSection, ModelSection, bounded
 
 
 @dataclass(frozen=True)
-class Seq2SeqData:
-    path: str = ""
-    dataset: str = ""
+class Seq2SeqData(DataSection):
+    #: pairs longer than this many subword tokens on a side are left out of training
     max_len: int = bounded(POSITIVE_INT, 50)
     #: null: the whole test set
     eval_max_sentences: int | None = bounded(Number(integer=True, low=1, nullable=True), None)
