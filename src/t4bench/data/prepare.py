@@ -26,10 +26,13 @@ from t4bench.errors import ArgumentParser, one_line
 
 def datasets() -> dict[str, str]:
     """Every benchmark folder's mini datasets (t4bench.benchmarks.registry): name -> the module
-    whose `prepare(data_root)` writes it; a dataset two benchmarks share is listed once."""
+    whose `prepare(data_root)` writes it; a dataset two benchmarks share is listed once. In the
+    order of the modules' paths, so a benchmark's own datasets come before the shared folders'
+    and the list (`--help`, the default "all") reads the same on every machine."""
     from t4bench.benchmarks import registry
 
-    return {name: module for about in registry.every() for name, module in about.datasets.items()}
+    found = {name: module for about in registry.every() for name, module in about.datasets.items()}
+    return dict(sorted(found.items(), key=lambda item: item[1]))
 
 
 #: reference datasets made from public downloads (`--from DIR`): never part of the default "all"
