@@ -20,6 +20,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from t4bench.benchmark import Benchmark
+from t4bench.benchmarks import registry
 from t4bench.benchmarks.shared_seq2seq.parts import (
     UNK,
     Tokenizer,
@@ -34,8 +35,13 @@ from t4bench.data import checks
 from t4bench.errors import DatasetMissingError
 from t4bench.pytorch.context import RunContext, chunked
 
-#: the environment variable that conf/model_scale/<model>_reference.yaml reads the WMT directory from
-REFERENCE_ENV = {"gnmt": "T4BENCH_WMT16_DIR", "transformer": "T4BENCH_WMT17_DIR"}
+
+def _reference_env(model: str) -> str:
+    """The environment variable conf/model_scale/<model>_reference.yaml reads the WMT directory
+    from (the folder's `ABOUT.reference_data`); model.data.path for a model without one."""
+    about = registry.find(model)
+    envs = [data.env for data in about.reference_data.values()] if about is not None else []
+    return envs[0] if envs else "model.data.path"
 
 
 class _BatchList(Dataset[TranslationBatch]):
@@ -133,7 +139,7 @@ class TranslationBenchmark(Benchmark[RunContext]):
         if missing:
             scale = str(cfg.get("scale", {}).get("name", "?"))
             hint = (
-                f"set the directory with {REFERENCE_ENV.get(cfg.model.name, 'model.data.path')} or model.data.path"
+                f"set the directory with {_reference_env(str(cfg.model.name))} or model.data.path"
                 if scale == "reference"
                 else "write it with `python -m t4bench.data.prepare translation`"
             )
