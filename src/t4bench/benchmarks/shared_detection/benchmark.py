@@ -13,7 +13,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from t4bench.benchmark import Benchmark
-from t4bench.benchmarks.shared_detection import coco
+from t4bench.benchmarks.shared_detection import coco, instances_file
 from t4bench.errors import DatasetMissingError
 from t4bench.pytorch.context import RunContext
 
@@ -64,7 +64,7 @@ class CocoBenchmark(Benchmark[RunContext]):
         coco.check_layout(train_images, train_ann, f"{cfg.model.name} training set")
         coco.check_layout(val_images, val_ann, f"{cfg.model.name} validation set")
         for instances in (train_ann, val_ann):
-            coco.check_structure(instances)
+            instances_file.check_structure(instances)
 
     def dataset_train_size(self) -> int:
         return len(self.train_set)

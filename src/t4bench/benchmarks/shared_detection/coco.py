@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import math
-import mmap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +24,7 @@ from pycocotools.cocoeval import COCOeval
 from torch.utils.data import Dataset
 from torchvision.transforms.functional import pil_to_tensor
 
+from t4bench.benchmarks.shared_detection.instances_file import REQUIRED_FIELDS, no_list, read_json
 from t4bench.data.checks import DataError, open_rgb
 from t4bench.errors import DatasetMissingError
 
@@ -48,71 +47,15 @@ def quiet_coco(annotations: Path | str) -> COCO:
         return COCO(str(annotations))
 
 
-#: the records of a COCO instances file and the fields each must have
-REQUIRED_FIELDS = {
-    "images": ("id", "file_name", "width", "height"),
-    "annotations": ("id", "image_id", "category_id", "bbox"),
-    "categories": ("id",),
-}
-
-
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        dataset = json.loads(path.read_bytes())
-    except json.JSONDecodeError as err:
-        raise DataError(f"{path}:{err.lineno}:{err.colno}: not valid JSON ({err.msg})") from None
-    except UnicodeDecodeError as err:
-        raise DataError(f"{path}: not UTF-8 JSON ({err.reason} at byte {err.start})") from None
-    except OSError as err:
-        raise DataError(f"{path}: cannot be read ({err.strerror or err})") from None
-    if not isinstance(dataset, dict):
-        raise DataError(f"{path}: not a COCO instances file (the JSON is not an object)")
-    return dataset
-
-
-#: an instances file up to this size is parsed whole by the preflight's structure check; a larger
-#: one (COCO train2017's 448 MB takes ~10 s and GBs to parse) is scanned for its lists' keys
-PARSE_LIMIT = 64 * 2**20
-
-
-def _no_list(path: Path, key: str) -> str:
-    return f"{path}: no {key!r} list (a COCO instances file has images, annotations and categories)"
-
-
-def check_structure(path: Path) -> None:
-    """Before any run exists: the instances file is not empty, is a JSON object, and has the
-    `images`, `annotations` and `categories` lists (its records are checked when it is loaded)."""
-    try:
-        size = path.stat().st_size
-    except OSError as err:
-        raise DataError(f"{path}: cannot be read ({err.strerror or err})") from None
-    if size == 0:
-        raise DataError(f"{path}: empty file (a COCO instances JSON expected)")
-    if size <= PARSE_LIMIT:
-        dataset = _read_json(path)
-        missing = [key for key in REQUIRED_FIELDS if not isinstance(dataset.get(key), list)]
-        if missing:
-            raise DataError(_no_list(path, missing[0]))
-        if not dataset["categories"]:
-            raise DataError(f"{path}: 'categories' is empty")
-        return
-    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as content:
-        if content[:4096].lstrip()[:1] != b"{":
-            raise DataError(f"{path}: not a COCO instances file (the JSON is not an object)")
-        missing = [key for key in REQUIRED_FIELDS if content.find(f'"{key}"'.encode()) < 0]
-    if missing:
-        raise DataError(_no_list(path, missing[0]))
 
 
 def _check_records(path: Path, dataset: dict[str, Any]) -> None:
     for key, fields in REQUIRED_FIELDS.items():
         records = dataset.get(key)
         if not isinstance(records, list):
-            raise DataError(_no_list(path, key))
+            raise DataError(no_list(path, key))
         for index, record in enumerate(records):
             missing = [name for name in fields if not isinstance(record, dict) or name not in record]
             if missing:
@@ -147,7 +90,7 @@ def load_annotations(path: Path | str, *, masks: bool = False) -> COCO:
     """A COCO instances file, checked before pycocotools indexes it: DataError naming the file
     and the record for bad JSON, a missing list or field, dangling ids, a malformed bbox."""
     path = Path(path)
-    dataset = _read_json(path)
+    dataset = read_json(path)
     _check_records(path, dataset)
     _check_annotations(path, dataset, masks)
     coco = COCO()
