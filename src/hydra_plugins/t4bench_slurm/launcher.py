@@ -17,8 +17,10 @@ need on top, selected by conf/hydra/launcher/submitit_slurm.yaml and submitit_lo
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import subprocess
+import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -31,6 +33,7 @@ from omegaconf import OmegaConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher as _Local
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as _Slurm
 from t4bench.errors import RunTerminated, T4BenchError
+from t4bench.preflight import slurm as slurm_probe
 from t4bench.signals import sigterm_raises
 from t4bench.sweep import slurm
 from t4bench.sweep import slurm_resume as resume
@@ -72,6 +75,32 @@ def _failed_line(err: Exception, folder: str) -> str:
         f"a sweep job ended without a result: {head}; its MLflow run is closed KILLED/FAILED, logs in "
         f"{folder.replace('/%j', '')}; run the same command again to continue (completed jobs are reused)"
     )
+
+
+class _SbatchWordsHeld(io.TextIOBase):
+    """sys.stderr while jobs are submitted: submitit prints a failed sbatch's stderr before it
+    raises with the same words, which then go shortened into t4bench's one line; all else passes."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self._held_last = False
+
+    def write(self, text: str) -> int:
+        lines = text.strip().splitlines()
+        held = bool(lines) and all(line.startswith(("sbatch: ", "scontrol: ")) for line in lines)
+        if held or (self._held_last and text == "\n"):  # print()'s end after the held words
+            self._held_last = held
+            return len(text)
+        self._held_last = False
+        return int(self.stream.write(text))
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def _submit_failed(err: Exception) -> bool:
+    """submitit's FailedJobError of an sbatch that refused the jobs (not a job that ran and failed)."""
+    return str(err).lstrip().startswith("sbatch: ")
 
 
 def _varying(job_overrides: Sequence[Sequence[str]]) -> set[str]:
@@ -133,8 +162,14 @@ class _Named:
             with watch:
                 for start, stop in resume.gaps(returns):
                     try:
-                        returns[start:stop] = launch(job_overrides[start:stop], initial + start)
+                        with contextlib.redirect_stderr(_SbatchWordsHeld(sys.stderr)):
+                            returns[start:stop] = launch(job_overrides[start:stop], initial + start)
                     except _uncompleted() as err:
+                        if _submit_failed(err):
+                            raise T4BenchError(
+                                f"hydra/launcher=submitit_slurm: sbatch refused the sweep's jobs "
+                                f"({slurm_probe.shorten(str(err))}); sbatch scripts in {root}"
+                            ) from None
                         raise T4BenchError(_failed_line(err, folder)) from None
         for ret in returns:
             assert ret is not None

@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from t4bench.errors import T4BenchError
 from t4bench.preflight import config as validation
-from t4bench.preflight import hardware, overrides, study_matrix
+from t4bench.preflight import hardware, overrides, slurm, study_matrix
 from t4bench.preflight import storage as probe
 from t4bench.run_env import RunEnvironment
 
@@ -208,3 +208,4 @@ def check(argv: Sequence[str]) -> None:
         job = _compose([*fixed, *plain_params, *sampled], argv)
         _check_values(job)
     _check_places(job)
+    slurm.check(cfg)  # sbatch fails only after the parent run and the sweep folder exist
