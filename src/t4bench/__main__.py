@@ -37,6 +37,12 @@ QUIET_RANK_OVERRIDES = {
     "hydra/job_logging": "hydra/job_logging=stdout",
 }
 
+#: the disk filled up after the preflight's check: the run (if one was made) is left to `runs repair`
+DISK_FULL = (
+    "t4bench: error: the disk is full (tracking store or run folder); free space and run "
+    "`python -m t4bench.runs repair` to close a run left RUNNING"
+)
+
 
 def rank_overrides(argv: Sequence[str], outer_rank: int) -> list[str]:
     """`argv` plus, on a non-zero rank, the overrides that keep it out of Hydra's output
@@ -89,6 +95,11 @@ def app(cfg: DictConfig) -> dict[str, Any]:
     except T4BenchError as err:
         print(f"t4bench: error: {err}{_after_error(output_dir, made_here, err.run_id)}", file=sys.stderr)
         sys.exit(2)
+    except Exception as err:  # here, not in main(): Hydra would print "Error executing job ..." first
+        if not probe.is_disk_full(err):
+            raise
+        print(DISK_FULL, file=sys.stderr)
+        sys.exit(2)
 
 
 def main() -> None:
@@ -124,12 +135,7 @@ def main() -> None:
     except Exception as err:
         if not probe.is_disk_full(err):
             raise
-        # the store filled up after the probe: the run (if one was made) is left to `runs repair`
-        print(
-            "t4bench: error: the disk is full (tracking store or run folder); free space and run "
-            "`python -m t4bench.runs repair` to close a run left RUNNING",
-            file=sys.stderr,
-        )
+        print(DISK_FULL, file=sys.stderr)
         sys.exit(2)
     except RunTerminated as stop:  # the run is closed as KILLED already; exit as a signal would
         closed = stop.closed or (

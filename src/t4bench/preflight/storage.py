@@ -69,8 +69,8 @@ def _first_line(err: BaseException) -> str:
 
 
 def writable_dir_problem(folder: Path) -> str | None:
-    """Why nothing can be created in `folder` (None when a file can): tried for real, since
-    permission bits say nothing to root or on a read-only mount."""
+    """Why nothing can be created in `folder` (None when a file can and its disk has room): tried
+    for real, since permission bits say nothing to root or on a read-only mount."""
     existing = folder
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent  # the folder will be made: its nearest existing parent decides
@@ -81,7 +81,8 @@ def writable_dir_problem(folder: Path) -> str | None:
             pass
     except OSError as err:
         return f"{existing} is not writable ({err.strerror or _first_line(err)})"
-    return None
+    # an empty file fits on a full disk: the outputs would fail later, after a run was made
+    return free_space_problem(existing)
 
 
 # --------------------------------------------------------------------------------------------
