@@ -50,8 +50,8 @@ class ArgumentParser(argparse.ArgumentParser):
 def one_line(what: str, fn: Callable[[], T], where: object = "") -> tuple[T | None, int]:
     """`fn()` for a command line: (its result, 0), or, after one line `t4bench: error: WHAT: ...`
     (`t4bench: error: ...` when `what` is empty) on stderr, (None, exit status): 2 for bad input
-    (a `T4BenchError`), 1 for a command that failed (`CalledProcessError`) or the disk (`OSError`:
-    a read-only or full folder, named by the error's file, else by `where`)."""
+    (a `T4BenchError`) and for a place it cannot write (`OSError`: a read-only or full folder, named
+    by the error's file, else by `where`), 1 for a command that failed (`CalledProcessError`)."""
     try:
         return fn(), 0
     except T4BenchError as err:
@@ -59,6 +59,6 @@ def one_line(what: str, fn: Callable[[], T], where: object = "") -> tuple[T | No
     except subprocess.CalledProcessError as err:  # pip download (no index reachable, ...)
         message, status = f"`{' '.join(map(str, err.cmd))}` failed (exit {err.returncode})", 1
     except OSError as err:
-        message, status = f"{err.strerror or err}: {err.filename or where}", 1
+        message, status = f"{err.strerror or err}: {err.filename or where}", 2
     print(f"t4bench: error: {what + ': ' if what else ''}{message}", file=sys.stderr)
     return None, status

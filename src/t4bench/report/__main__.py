@@ -136,8 +136,18 @@ def _run_filter(args: argparse.Namespace) -> RunFilter:
     )
 
 
+def _writable_out(out: Path) -> None:
+    """--out checked before the store is read (the report's folder is made only once it is known)."""
+    from t4bench.preflight import storage as probe
+
+    problem = probe.writable_dir_problem(out)
+    if problem:
+        raise ReportError(f"--out {out}: {problem}")
+
+
 def report(argv: Sequence[str]) -> int:
     args = make_parser().parse_args(argv)
+    _writable_out(args.out)
     uri = args.tracking_uri or experiments.default_tracking_uri()
     client = _client(uri, writes=not args.no_log)  # before pandas and the figures load: a bad store fails fast
     from t4bench.report import document, query
@@ -169,6 +179,7 @@ def report(argv: Sequence[str]) -> int:
 
 def export(argv: Sequence[str]) -> int:
     args = export_parser().parse_args(argv)
+    _writable_out(args.out)
     from t4bench.report import query
     from t4bench.report.export import export_results
 
