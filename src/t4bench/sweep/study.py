@@ -58,6 +58,11 @@ class OptunaStudyRunner:
         self.seeds = self._seeds()
         self.sweep_id = str(sweeper_cfg.get("sweep_id") or self.study_name)
         existing = self._load_existing()
+        # n_trials=0 on an existing study asks for its status: read, nothing written (journal, MLflow)
+        self.status_only = self.n_trials == 0 and existing is not None and not self.validating
+        if self.status_only:
+            self.study, self.runs = existing, None
+            return
         uid = str((existing.user_attrs.get(UID_ATTR) if existing else None) or uuid.uuid4().hex)
         self.runs: OptunaSweepRuns | None = None
         if bool(sweeper_cfg.get("mlflow", True)):
@@ -213,6 +218,10 @@ class OptunaStudyRunner:
         return out
 
     def run(self) -> dict[str, Any]:
+        if self.status_only:
+            summary = self.summary()
+            self._print(summary)
+            return summary
         # the same handler as a training run's: SIGTERM becomes RunTerminated, which the
         # in-flight trial turns into FAIL + requeue
         workers = Workers(
