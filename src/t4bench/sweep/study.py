@@ -25,12 +25,13 @@ from typing import Any
 from omegaconf import DictConfig
 
 from t4bench import mlflow_names as names
+from t4bench.errors import T4BenchError
 from t4bench.signals import sigterm_raises
 from t4bench.sweep import space as spaces
 from t4bench.sweep.objective import RobustObjective
 from t4bench.sweep.optuna_runs import PARENT_ATTR, OptunaSweepRuns, fixed_params
 from t4bench.sweep.settings import hydra_overrides, instantiate, task_overrides
-from t4bench.sweep.storage import critical_section, normalize, open_storage
+from t4bench.sweep.storage import critical_section, is_journal, journal_path, normalize, open_storage
 from t4bench.sweep.talk import Pace, next_steps
 from t4bench.sweep.trial_queue import TrialQueue, counts
 from t4bench.sweep.trial_runner import TrialRunner
@@ -57,9 +58,15 @@ class OptunaStudyRunner:
         self.validating = bool(sweeper_cfg.get("validate_seeds"))
         self.seeds = self._seeds()
         self.sweep_id = str(sweeper_cfg.get("sweep_id") or self.study_name)
-        existing = self._load_existing()
-        # n_trials=0 on an existing study asks for its status: read, nothing written (journal, MLflow)
-        self.status_only = self.n_trials == 0 and existing is not None and not self.validating
+        self.status_only = self.n_trials == 0 and not self.validating
+        no_journal = is_journal(self.storage_url) and not journal_path(self.storage_url).is_file()
+        existing = None if self.status_only and no_journal else self._load_existing()  # opening makes one
+        # n_trials=0 asks for the study's status: read, nothing written (journal, MLflow)
+        if self.status_only and existing is None:
+            raise T4BenchError(
+                f"hydra.sweeper.n_trials=0 shows a study's status, and {self.storage_url} holds no study "
+                f"{self.study_name!r}; give n_trials >= 1 to start it"
+            )
         if self.status_only:
             self.study, self.runs = existing, None
             return
