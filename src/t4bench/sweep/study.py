@@ -58,6 +58,7 @@ class OptunaStudyRunner:
         self.validating = bool(sweeper_cfg.get("validate_seeds"))
         self.seeds = self._seeds()
         self.sweep_id = str(sweeper_cfg.get("sweep_id") or self.study_name)
+        self.runs: OptunaSweepRuns | None = None
         self.status_only = self.n_trials == 0 and not self.validating
         no_journal = is_journal(self.storage_url) and not journal_path(self.storage_url).is_file()
         existing = None if self.status_only and no_journal else self._load_existing()  # opening makes one
@@ -68,10 +69,9 @@ class OptunaStudyRunner:
                 f"{self.study_name!r}; give n_trials >= 1 to start it"
             )
         if self.status_only:
-            self.study, self.runs = existing, None
+            self.study: Any = existing
             return
         uid = str((existing.user_attrs.get(UID_ATTR) if existing else None) or uuid.uuid4().hex)
-        self.runs: OptunaSweepRuns | None = None
         if bool(sweeper_cfg.get("mlflow", True)):
             # before the study is created: a sweep id taken by another sweep stops with nothing made
             self.runs = OptunaSweepRuns(config, self.sweep_id, self.study_name, self.storage_url, uid)
