@@ -261,3 +261,18 @@ def test_a_command_that_refuses_or_finds_nothing_creates_nothing(
     if last:
         assert proc.stderr.splitlines()[-1].startswith(last), proc.stderr[-2000:]
     assert snapshot(tmp_path) == before
+
+
+def test_one_line_tells_a_place_from_a_failed_download(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An OSError of a file (here: a folder asked under a regular file) is the user's place to fix:
+    exit 2, like bad input; one without a file (a download refused) is a command that failed: 1."""
+    import urllib.request
+
+    from t4bench.errors import one_line
+
+    (tmp_path / "afile").write_text("")
+    assert one_line("out", lambda: (tmp_path / "afile" / "sub").mkdir()) == (None, 2)
+    assert one_line("get", lambda: urllib.request.urlopen("http://127.0.0.1:9", timeout=5)) == (None, 1)
+    place, download = capsys.readouterr().err.splitlines()
+    assert place == f"{ERROR}out: Not a directory: {tmp_path / 'afile' / 'sub'}"
+    assert download.startswith(f"{ERROR}get: <urlopen error [Errno 111] Connection refused>")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import subprocess
 import sys
 from collections.abc import Callable
@@ -47,11 +48,16 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+#: an OSError of the place itself (the user's to fix, like bad input), even without a file name
+_PLACE_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT})
+
+
 def one_line(what: str, fn: Callable[[], T], where: object = "") -> tuple[T | None, int]:
     """`fn()` for a command line: (its result, 0), or, after one line `t4bench: error: WHAT: ...`
     (`t4bench: error: ...` when `what` is empty) on stderr, (None, exit status): 2 for bad input
-    (a `T4BenchError`) and for a place it cannot write (`OSError`: a read-only or full folder, named
-    by the error's file, else by `where`), 1 for a command that failed (`CalledProcessError`)."""
+    (a `T4BenchError`) and for a place it cannot read or write (an `OSError` with a file, or of
+    permissions or space: a read-only or full folder, named by the error's file, else by `where`),
+    1 for a command that failed (`CalledProcessError`, an `OSError` such as a download's)."""
     try:
         return fn(), 0
     except T4BenchError as err:
@@ -59,6 +65,7 @@ def one_line(what: str, fn: Callable[[], T], where: object = "") -> tuple[T | No
     except subprocess.CalledProcessError as err:  # pip download (no index reachable, ...)
         message, status = f"`{' '.join(map(str, err.cmd))}` failed (exit {err.returncode})", 1
     except OSError as err:
-        message, status = f"{err.strerror or err}: {err.filename or where}", 2
+        place = err.filename is not None or err.errno in _PLACE_ERRNOS
+        message, status = f"{err.strerror or err}: {err.filename or where}", 2 if place else 1
     print(f"t4bench: error: {what + ': ' if what else ''}{message}", file=sys.stderr)
     return None, status
