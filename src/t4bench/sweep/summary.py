@@ -239,7 +239,8 @@ class SweepSummaryCallback(Callback):
             results = mlflow_layout.seed_results(self._mlflow, self.exp_id, str(self.sweep_id))
             summary = summarize(results)
             text = record(self._mlflow, self.parent_id, summary, self.sweep_dir, f"sweep {self.sweep_id}")
-            print(text, flush=True)
+            if results or status == names.FINISHED:  # a sweep that failed before any job: its error line says it
+                print(text, flush=True)
             if status == "FINISHED":
                 from t4bench.sweep.talk import next_steps
 
