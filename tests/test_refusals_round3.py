@@ -5,6 +5,7 @@ working folder is listed (with each file's hash) before and after."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -107,15 +108,12 @@ def test_an_sbatch_that_refuses_later_is_one_line(tmp_path: Path, capfd: pytest.
     script = tmp_path / "job.sh"
     script.write_text("#!/bin/sh\ntrue\n")
     env = {**os.environ, "SLURM_CONF": str(dead_controller(tmp_path))}
-    with pytest.raises(FailedJobError) as failed:
-        held = _SbatchWordsHeld(sys.stderr)
-        sys.stderr, real = held, sys.stderr  # type: ignore[assignment]
-        try:
-            CommandFunction(["sbatch", str(script)], verbose=False, env=env)()
-        finally:
-            sys.stderr = real
-        print("after", file=held)  # anything else still goes through
-    assert capfd.readouterr().err == ""
+    held = _SbatchWordsHeld(sys.stderr)
+    with contextlib.redirect_stderr(held), pytest.raises(FailedJobError) as failed:
+        CommandFunction(["sbatch", str(script)], verbose=False, env=env)()
+    print("after", file=held)  # anything else still goes through
+    assert capfd.readouterr().err == "after\n"
+    assert (held.isatty(), held.encoding) == (sys.stderr.isatty(), sys.stderr.encoding)
     assert _submit_failed(failed.value)
     assert (
         shorten(str(failed.value))

@@ -97,6 +97,17 @@ class _SbatchWordsHeld(io.TextIOBase):
     def flush(self) -> None:
         self.stream.flush()
 
+    # the jobs may run for hours under it: whatever asks what stderr is gets the real one's answer
+    def fileno(self) -> int:
+        return int(self.stream.fileno())
+
+    def isatty(self) -> bool:
+        return bool(self.stream.isatty())
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return str(getattr(self.stream, "encoding", "utf-8"))
+
 
 def _submit_failed(err: Exception) -> bool:
     """submitit's FailedJobError of an sbatch that refused the jobs (not a job that ran and failed)."""
