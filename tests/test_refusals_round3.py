@@ -152,6 +152,27 @@ def test_a_run_folder_on_a_full_disk_is_refused_before_it_exists(tmp_path: Path)
     assert proc.stdout == "" and sorted(p.name for p in tmp_path.iterdir()) == ["full"]
 
 
+@needs_data
+def test_a_disk_that_fills_during_the_run_is_one_line(tmp_path: Path) -> None:
+    """A write inside the run that meets a full device (a callback copying a file to /dev/full, whose
+    writes fail with ENOSPC): t4bench's line alone, without Hydra's "Error executing job ..." first."""
+    (tmp_path / "note.txt").write_text("a few bytes")
+    fill = ["+callbacks.fill._target_=shutil.copyfile", f"+callbacks.fill.src={tmp_path / 'note.txt'}"]
+    env = {"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    proc = run_cli(
+        "max_epochs=1",
+        f"hydra.run.dir={tmp_path / 'out'}",
+        *fill,
+        "+callbacks.fill.dst=/dev/full",
+        cwd=tmp_path,
+        env=env,
+    )
+    assert one_refusal(proc) == (
+        f"{ERROR}the disk is full (tracking store or run folder); free space and run "
+        "`python -m t4bench.runs repair` to close a run left RUNNING"
+    )
+
+
 @needs_mounts
 @pytest.mark.parametrize("command", ["report", "report export"])
 def test_report_out_on_a_read_only_mount(command: str, tmp_path: Path) -> None:
