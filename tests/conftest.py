@@ -61,8 +61,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 #: the tests that read conftest's session-wide shared runs, by group: each group runs in one
 #: pytest-xdist worker, so each shared run is made once (test_vision_e2e and the MLPerf compliance
 #: test read the converged vision minis, test_translation and the compliance test the translation
-#: minis); the two groups share no run, so two workers run them side by side. Each group is named
-#: for the fixture its tests read.
+#: minis, the compliance test and the TensorFlow test the one-epoch PyTorch ResNet mini); the groups
+#: share no run, so two workers run them side by side. Each group is named for the fixture its tests
+#: read.
 SHARED_RUN_TESTS = {
     "vision_minis": (
         "test_vision_e2e.py::test_mini_converges_with_the_full_contract",
@@ -71,6 +72,10 @@ SHARED_RUN_TESTS = {
     "translation_minis": (
         "test_translation.py::test_mini_gnmt_and_transformer_reach_their_bleu_targets",
         "test_mlperf_compliance.py::test_translation_trained_past_the_floor_passes",
+    ),
+    "resnet50_one_epoch": (
+        "test_mlperf_compliance.py::test_one_epoch_resnet50_log_passes_the_checker",
+        "test_tf_e2e.py::test_keras_resnet_mini_reaches_the_target_without_torch",
     ),
 }
 #: the groups handed out first, longest first (from `--durations` of a full CI run): with two
@@ -84,6 +89,7 @@ LONGEST_FIRST = (
     "test_store_refusals",
     "test_wheel_install",
     "test_seed_sources",
+    "resnet50_one_epoch",
     "test_tf_e2e",
     "test_report",
     "test_resume_safety",
@@ -123,9 +129,19 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # longest groups first (--no-loadscope-reorder in pyproject.toml keeps this order for the
-    # scheduler); sorted() is stable, so the rest keep their order, the same in every worker
+    # scheduler), then the other groups that hold a slow test (end-to-end runs), then the rest: a
+    # worker runs a whole group once handed it, so the groups handed out last must be short for the
+    # two workers to finish together (an end-to-end file left last in file order kept one worker
+    # busy alone). sorted() is stable, so within a rank the files keep their order, the same in
+    # every worker
     rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
-    items[:] = sorted(items, key=lambda item: rank.get(xdist_group_of(item.nodeid), len(rank)))
+    slow = {xdist_group_of(item.nodeid) for item in items if "slow" in item.keywords}
+
+    def handed_out(item: pytest.Item) -> int:
+        group = xdist_group_of(item.nodeid)
+        return rank.get(group, len(rank) + (group not in slow))
+
+    items[:] = sorted(items, key=handed_out)
     if config.getoption("--run-gpu") and cuda_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run with --run-gpu on a GPU host)")
@@ -304,6 +320,16 @@ def translation_minis(shared_runs: SharedRuns) -> dict[str, SharedRun]:
         [(f"model={m}", "seed=0", "progress=plain") for m in TRANSLATION_MINIS], env=ONE_THREAD
     )
     return dict(zip(TRANSLATION_MINIS, runs, strict=True))
+
+
+#: one PyTorch ResNet mini epoch (not converged), one thread: the MLPerf compliance test checks its
+#: log, the TensorFlow test compares the Keras run's tag and metric names with its own
+RESNET50_ONE_EPOCH = ("model=resnet50", "seed=0", "progress=off", "max_epochs=1")
+
+
+@pytest.fixture(scope="session")
+def resnet50_one_epoch(shared_runs: SharedRuns) -> SharedRun:
+    return shared_runs.get(*RESNET50_ONE_EPOCH, env=ONE_THREAD)
 
 
 RunT4bench = Callable[..., subprocess.CompletedProcess[str]]

@@ -19,6 +19,9 @@ def test_shared_run_tests_are_in_their_group_and_the_rest_in_their_file() -> Non
     assert xdist_group_of("tests/test_mlperf_compliance.py::test_translation_trained_past_the_floor_passes[gnmt]") == (
         "translation_minis"
     )
+    assert xdist_group_of("tests/test_tf_e2e.py::test_keras_resnet_mini_reaches_the_target_without_torch") == (
+        "resnet50_one_epoch"
+    )
     # the same file's other tests, and a parameter that holds an `@`
     assert xdist_group_of("tests/test_mlperf_compliance.py::test_ncf_log_has_every_common_key") == (
         "test_mlperf_compliance"

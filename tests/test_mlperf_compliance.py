@@ -7,8 +7,8 @@ one-epoch test checks that this is the ONLY rule the log misses; the slow tests 
 trained to their shipped targets (BLEU 60 / 45, past the floor) and require the checker's SUCCESS.
 
 The logs of runs that other files train anyway come from conftest's shared runs (the converged
-vision minis of test_vision_e2e, the translation minis of test_translation): each is trained once
-per test session.
+vision minis of test_vision_e2e, the translation minis of test_translation, the one-epoch ResNet
+mini of test_tf_e2e): each is trained once per test session.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from t4bench.mlperf import ruleset as ruleset_of
 #: cheapest settings that still run the real data and the whole loop
 ONE_EPOCH = {
     "ncf": ["max_epochs=1"],
-    "resnet50": ["max_epochs=1"],
     "gnmt": ["max_epochs=1", "model.data.eval_max_sentences=20"],
 }
 #: MLPerf's BLEU floor (a fraction) and the checker's rule that says it
@@ -104,9 +103,10 @@ def assert_passes(log: Path, model: str, tmp_path: Path) -> None:
     assert f"ruleset {ruleset}: PASSED" in mine.stdout
 
 
-def test_one_epoch_resnet50_log_passes_the_checker(run_t4bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    # the fast case (one epoch, not marked slow); SSD and Mask R-CNN below read converged runs
-    assert_passes(mini_log(run_t4bench, tmp_path, "resnet50", *ONE_EPOCH["resnet50"]), "resnet50", tmp_path)
+def test_one_epoch_resnet50_log_passes_the_checker(resnet50_one_epoch: SharedRun, tmp_path: Path) -> None:
+    # the fast case (one epoch, not marked slow: conftest's run, shared with the TensorFlow test);
+    # SSD and Mask R-CNN below read converged runs
+    assert_passes(resnet50_one_epoch.mlperf_log, "resnet50", tmp_path)
 
 
 @pytest.mark.slow
