@@ -78,8 +78,9 @@ SHARED_RUN_TESTS = {
         "test_tf_e2e.py::test_keras_resnet_mini_reaches_the_target_without_torch",
     ),
 }
-#: the groups handed out first, longest first (from `--durations` of a full CI run): with two
-#: workers the long ones overlap, and the many short ones fill in at the end
+#: the groups handed out first, longest first (from `--durations` of a full CI run; resnet50_one_epoch
+#: placed by its runs' CPU seconds): with two workers the long ones overlap, and the many short ones
+#: fill in at the end
 LONGEST_FIRST = (
     "vision_minis",
     "translation_minis",
