@@ -36,10 +36,10 @@ from harness_overhead import synthetic_config
 from model_rows import cut_short, each_model, results_csv
 
 from t4bench import hardware
-from t4bench import mlflow_names as names
 from t4bench.benchmark import benchmark_class
 from t4bench.pytorch import perf_profiles
-from t4bench.tracking import run_tags
+from t4bench.tracking import names
+from t4bench.tracking.run import run_tags
 
 REPO = Path(__file__).resolve().parents[1]
 #: the MLflow store harness_overhead.t4bench_metrics gives every run under the work folder

@@ -24,7 +24,7 @@ import sys, time
 import mlflow.tracking  # imported by t4bench long before a run opens its store
 if sys.argv[2] == "preloaded":
     import mlflow.store.tracking.sqlalchemy_store
-from t4bench.runs.store import ready
+from t4bench.tracking.store_lock import ready
 started = time.perf_counter()
 ready(sys.argv[1])
 print(f"{time.perf_counter() - started:.3f}")

@@ -17,9 +17,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from t4bench import mlflow_names as names
-from t4bench.sweep import mlflow_layout
 from t4bench.sweep.holdout import report
+from t4bench.tracking import names, sweep_layout
 
 
 def main() -> None:
@@ -28,18 +27,18 @@ def main() -> None:
     # a run that did not converge enters the statistics at this many epochs (censored)
     max_epochs = float(sys.argv[9]) if len(sys.argv) > 9 else 8.0
     seeds = list(range(int(lo), int(hi) + 1))
-    client = mlflow_layout.client(uri)
-    exp = mlflow_layout.experiment_id(uri, f"t4bench-{model}")
+    client = sweep_layout.client(uri)
+    exp = sweep_layout.experiment_id(uri, f"t4bench-{model}")
     arms = {}
     for arm, sweep_ids in (("tuned", tuned_ids.split(",")), ("reference", ref_ids.split(","))):
         results = sorted(
-            (r for sid in sweep_ids for r in mlflow_layout.seed_results(client, exp, sid) if r["seed"] in seeds),
+            (r for sid in sweep_ids for r in sweep_layout.seed_results(client, exp, sid) if r["seed"] in seeds),
             key=lambda r: r["seed"],
         )
         assert [r["seed"] for r in results] == seeds, (arm, sweep_ids, [r["seed"] for r in results])
         arms[arm] = {"sweep_id": ",".join(sweep_ids), "run_id": None, "overrides": sweep_ids, "results": results}
     rep = report.build_report(model, label, seeds, {"trial": label, "params": {}, "value": None}, arms, max_epochs)
-    parent = mlflow_layout.get_or_create_parent(
+    parent = sweep_layout.get_or_create_parent(
         client,
         exp,
         f"compare-{label}",

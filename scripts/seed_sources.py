@@ -14,7 +14,8 @@ import argparse
 import csv
 from pathlib import Path
 
-from t4bench.sweep import mlflow_layout, stats
+from t4bench.sweep import stats
+from t4bench.tracking import sweep_layout
 
 ARMS = ("both", "init", "data")
 
@@ -26,12 +27,12 @@ def main() -> None:
     parser.add_argument("sweep_ids", nargs=3, metavar="SWEEP_ID", help="the both, init and data sweeps")
     parser.add_argument("--out", type=Path, default=None, help="folder for seed_sources.{md,csv}")
     args = parser.parse_args()
-    client = mlflow_layout.client(args.uri)
-    exp = mlflow_layout.experiment_id(args.uri, f"t4bench-{args.model}")
+    client = sweep_layout.client(args.uri)
+    exp = sweep_layout.experiment_id(args.uri, f"t4bench-{args.model}")
     epochs: dict[str, list[float]] = {}
     rows = []
     for arm, sweep_id in zip(ARMS, args.sweep_ids, strict=True):
-        results = mlflow_layout.seed_results(client, exp, sweep_id)
+        results = sweep_layout.seed_results(client, exp, sweep_id)
         values = stats.censored_epochs(results, default_max_epochs=float("nan"))
         converged = sum(1 for r in results if r.get("outcome") == "converged")
         epochs[arm] = values

@@ -35,7 +35,7 @@ fi
 # same sqlite schema at once fail
 $PY - "$MODELS" <<'PY' || exit 1
 import os, sys
-from t4bench.tracking import RunTracker
+from t4bench.tracking.run import RunTracker
 tracker = RunTracker(os.environ["MLFLOW_TRACKING_URI"])
 for model in sys.argv[1].split():
     tracker.ensure_experiment(f"t4bench-{model}")

@@ -16,7 +16,7 @@ from hydra import compose, initialize_config_dir
 
 from t4bench.errors import T4BenchError
 from t4bench.preflight import config as validation
-from t4bench.preflight import storage as probe
+from t4bench.tracking import store_probe as probe
 
 REPO = Path(__file__).resolve().parents[1]
 

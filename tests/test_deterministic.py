@@ -12,10 +12,10 @@ import pytest
 import torch
 from conftest import DATA_ROOT, compose, run_cli
 
-from t4bench import mlflow_names as names
 from t4bench import seeding
 from t4bench.errors import T4BenchError
 from t4bench.pytorch import determinism as torch_determinism
+from t4bench.tracking import names
 
 #: a GNMT mini small enough for two runs in ~10 s on one CPU thread (short sentences, 16 units)
 TINY_GNMT = (
@@ -46,7 +46,7 @@ def test_two_runs_of_one_seed_repeat_each_other_and_are_tagged(tmp_path: Path) -
     assert proc.returncode == 0, proc.stderr[-3000:]
     from mlflow.tracking import MlflowClient
 
-    from t4bench.tracking import run_tags
+    from t4bench.tracking.run import run_tags
 
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("t4bench-gnmt")

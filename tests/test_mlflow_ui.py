@@ -21,8 +21,8 @@ import pytest
 from conftest import run_cli
 from mlflow.tracking import MlflowClient
 
-from t4bench import experiments, system_metrics
-from t4bench.tracking import RunTracker, run_tags
+from t4bench.tracking import experiments, system_metrics
+from t4bench.tracking.run import RunTracker, run_tags
 
 EXPERIMENT = "t4bench-ncf"
 PARENT = "mlflow.parentRunId"
@@ -186,7 +186,7 @@ def test_run_names_show_whole_in_the_run_name_column(server: str) -> None:
     if chromium is None:
         pytest.skip("no chromium here (Debian package `chromium`, installed by scripts/setup.sh --all)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the Python package) measures the page")
-    from t4bench import run_names
+    from t4bench.tracking import run_names
 
     client = MlflowClient(server)
     experiment, training, parent = _runs(client)
@@ -253,7 +253,7 @@ def test_system_metrics_that_cannot_start_say_so_in_one_console_line(tmp_path: P
     run_id = client.create_run(client.create_experiment("nopsutil")).info.run_id
     code = (
         "import sys; sys.modules['psutil'] = None\n"
-        "from t4bench import system_metrics\n"
+        "from t4bench.tracking import system_metrics\n"
         f"print(system_metrics.start({uri!r}, {run_id!r}, 1.0).tags()[system_metrics.TAG])"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
@@ -266,7 +266,7 @@ def test_system_metrics_that_cannot_start_say_so_in_one_console_line(tmp_path: P
 
 def test_a_sweep_parent_of_hw_auto_is_tagged_with_the_profile_its_runs_train_on() -> None:
     from t4bench import hardware
-    from t4bench.sweep.optuna_runs import config_tags
+    from t4bench.tracking.optuna_runs import config_tags
     from tests.conftest import compose
 
     tags = config_tags(compose(["hw=auto", "model=gnmt"]))
@@ -306,9 +306,9 @@ def test_a_bad_interval_is_one_line_before_any_run(tmp_path: Path) -> None:
 def test_tags_past_the_run_budget_go_to_one_file(tmp_path: Path) -> None:
     """`RUN_TAGS` (and MLflow's own, a user's own) stay on the run; every other t4bench tag goes to
     its run_tags.json, merged over calls; tags written straight on the run move there at its end."""
-    from t4bench import mlflow_names as names
-    from t4bench import tracking
     from t4bench.report.query import QueryError, parse_tag
+    from t4bench.tracking import names
+    from t4bench.tracking import run as tracking
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)

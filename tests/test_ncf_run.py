@@ -12,8 +12,8 @@ import conftest
 import pytest
 from conftest import all_runs, start_cli
 
-from t4bench import mlflow_names as names
-from t4bench.tracking import file_tags, run_tags
+from t4bench.tracking import names
+from t4bench.tracking.run import file_tags, run_tags
 
 EXPERIMENT = "t4bench-ncf"
 CONTRACT_TAGS = (

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from t4bench import run_names
-from t4bench.sweep.optuna_runs import parent_run_name, seed_run_name, trial_run_name
-from t4bench.tracking import default_run_name
+from t4bench.tracking import run_names
+from t4bench.tracking.optuna_runs import parent_run_name, seed_run_name, trial_run_name
+from t4bench.tracking.run import default_run_name
 from tests.conftest import compose
 
 PARENT = "mlflow.parentRunId"

@@ -17,9 +17,9 @@ import pytest
 from conftest import start_cli
 from mlflow.tracking import MlflowClient
 
-from t4bench import mlflow_names as names
-from t4bench.runs import liveness as runs
-from t4bench.tracking import run_tags
+from t4bench.tracking import liveness as runs
+from t4bench.tracking import names
+from t4bench.tracking.run import run_tags
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {
@@ -31,7 +31,7 @@ ENV = {
 CHILD = textwrap.dedent("""
     import sys, time
     from mlflow.tracking import MlflowClient
-    from t4bench.runs.liveness import Heartbeat
+    from t4bench.tracking.liveness import Heartbeat
     client = MlflowClient(sys.argv[1])
     found = client.get_experiment_by_name("victims")
     experiment = found.experiment_id if found else client.create_experiment("victims")

@@ -19,9 +19,9 @@ from conftest import DATA_ROOT, REPO
 from mlflow.tracking import MlflowClient
 from slurm_cluster import SlurmCluster, missing, start
 
-from t4bench import mlflow_names as names
 from t4bench.sweep import slurm
-from t4bench.tracking import run_tags
+from t4bench.tracking import names
+from t4bench.tracking.run import run_tags
 
 NCF_MINI = ("model=ncf", "max_epochs=1", "progress=plain", "tracking.system_metrics_interval_s=0")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from t4bench.errors import T4BenchError
-from t4bench.preflight import storage
+from t4bench.tracking import store_probe as storage
 
 
 def _create(db: Path, *tables: str) -> None:

@@ -353,12 +353,12 @@ def test_seed_sweep_reusing_another_sweeps_id_fails_in_one_line(tmp_path: Path) 
     old parent left FINISHED, no run created (it stops before any job)."""
     from mlflow.tracking import MlflowClient
 
-    from t4bench.sweep import mlflow_layout
+    from t4bench.tracking import sweep_layout
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)
     exp = client.create_experiment("t4bench-ncf")
-    old = mlflow_layout.get_or_create_parent(client, exp, "shared", "seeds", "sweep-old", identity="seeds:/elsewhere")
+    old = sweep_layout.get_or_create_parent(client, exp, "shared", "seeds", "sweep-old", identity="seeds:/elsewhere")
     client.set_terminated(old, status="FINISHED")
     proc = run_cli(
         "--multirun",

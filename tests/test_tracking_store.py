@@ -17,15 +17,15 @@ from conftest import REPO
 from filelock import FileLock
 
 from t4bench.errors import T4BenchError
-from t4bench.preflight.storage import MLFLOW_TABLES
-from t4bench.runs import store as store_lock
+from t4bench.tracking import store_lock
+from t4bench.tracking.store_probe import MLFLOW_TABLES
 
 # each process imports everything, says so, waits for the go file, then opens the store the way a
 # run does and makes a run: all four reach the store within milliseconds, however slow the imports
 OPEN_AND_RUN = """
 import sys, time
 from pathlib import Path
-from t4bench.tracking import RunTracker
+from t4bench.tracking.run import RunTracker
 uri, go, name = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 print("ready", flush=True)
 while not go.exists():

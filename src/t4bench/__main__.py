@@ -28,7 +28,7 @@ from omegaconf import DictConfig
 from t4bench import run_env
 from t4bench.errors import RunTerminated, T4BenchError
 from t4bench.preflight import command_line, overrides
-from t4bench.preflight import storage as probe
+from t4bench.tracking import store_probe as probe
 
 #: what ranks > 0 of an outer launcher add to their command line: no `.hydra/` record and no job
 #: log file, so Hydra's output directory is written once (by rank 0), not once per rank

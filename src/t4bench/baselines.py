@@ -19,10 +19,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from t4bench import mlflow_names as names
 from t4bench.benchmark import Benchmark
 from t4bench.frameworks import EpochLogger
 from t4bench.progress import ProgressReporter
+from t4bench.tracking import names
 
 #: fewer optimizer steps than this per epoch: epochs are too coarse a unit to compare runs by
 MIN_STEPS_PER_EPOCH = 10

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from t4bench import baselines
-from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
 from t4bench.frameworks import EpochLogger, RunResult
 from t4bench.mlperf import MLPerfLog, constants
 from t4bench.stopping import StopRun
+from t4bench.tracking import names
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig

@@ -156,7 +156,7 @@ def _report(argv: Sequence[str]) -> int:
 
 
 def _runs(argv: Sequence[str]) -> int:
-    from t4bench.runs.__main__ import main
+    from t4bench.tracking.runs_command import main
 
     return main(argv, prog="t4bench runs")
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, open_dict
 
-from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
+from t4bench.tracking import names
 
 
 def world_size(cfg: DictConfig) -> int:

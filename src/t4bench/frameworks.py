@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
+from t4bench.tracking import names
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig

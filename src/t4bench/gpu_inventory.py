@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, TypeVar
 
-from t4bench import mlflow_names
+from t4bench.tracking import names as mlflow_names
 
 T = TypeVar("T")
 

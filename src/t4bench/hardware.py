@@ -21,8 +21,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from t4bench import gpu_inventory, resources
-from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
+from t4bench.tracking import names
 
 #: conf/hw/ as shipped in the package (t4bench.resources)
 PROFILE_DIR = resources.conf_dir() / "hw"

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
 
-from t4bench import mlflow_names as names
+from t4bench.tracking import names
 
 PROG = "python -m t4bench.mlproject"
 ENTRY_POINTS = ("main", "sweep", "validate", "report")
@@ -148,7 +148,7 @@ def delete_when_released(run_id: str, launcher_pid: int, ended_ms: int) -> None:
 
     from mlflow.tracking import MlflowClient
 
-    from t4bench.runs.liveness import process_alive
+    from t4bench.tracking.liveness import process_alive
 
     client = MlflowClient()
     gone_since: float | None = None

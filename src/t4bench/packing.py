@@ -13,8 +13,8 @@ from typing import Any
 from omegaconf import DictConfig, open_dict
 
 from t4bench import hardware
-from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
+from t4bench.tracking import names
 
 #: how the peak of one run is measured when the table has none (the refusal says it)
 MEASURE_HINT = (

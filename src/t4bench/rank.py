@@ -17,16 +17,15 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from t4bench import frameworks, hardware, seeding, telemetry
-from t4bench import mlflow_names as names
 from t4bench.benchmark import Benchmark, benchmark_class
 from t4bench.errors import RunTerminated, T4BenchError
 from t4bench.frameworks import RankSession, RunServices, TrainResult
 from t4bench.mlperf import MLPerfLog, constants
 from t4bench.progress import ProgressReporter
 from t4bench.run_env import RunEnvironment
-from t4bench.runs import liveness
 from t4bench.signals import sigterm_raises
-from t4bench.tracking import RunTracker, contract_tags, resolved_config
+from t4bench.tracking import liveness, names
+from t4bench.tracking.run import RunTracker, contract_tags, resolved_config
 
 #: telemetry summary metrics that also go into the run's printed summary
 _ENERGY_SUMMARY = (names.ENERGY_TO_TRAIN_KJ, names.AVG_POWER_W, names.MAX_TEMP_C, names.THROTTLED_FRACTION)

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from omegaconf import DictConfig, OmegaConf
 
 from t4bench import hardware
-from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
 from t4bench.sweep import slurm
+from t4bench.tracking import names
 
 # who started the ranks (the t4bench.launcher tag)
 NONE = "none"

@@ -16,17 +16,17 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig, OmegaConf
 
 from t4bench import emulation, frameworks, packing, seeding
-from t4bench import mlflow_names as names
 from t4bench.benchmark import benchmark_class
 from t4bench.errors import RunTerminated, T4BenchError
-from t4bench.preflight import command_line, config, hardware, storage
+from t4bench.preflight import command_line, config, hardware
 from t4bench.run_env import RunEnvironment
 from t4bench.signals import sigterm_raises
 from t4bench.sweep import slurm
+from t4bench.tracking import names, store_probe
 
 if TYPE_CHECKING:
     from t4bench.benchmark import Benchmark
-    from t4bench.tracking import RunTracker
+    from t4bench.tracking.run import RunTracker
 
 
 def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
@@ -44,7 +44,7 @@ def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     packing.apply(cfg, _multirun())  # t4bench.gpu_share / t4bench.mps: how many runs share the GPU
     slurm.apply(cfg)  # t4bench.sweep_launcher, t4bench.slurm.job_id: which sweep launcher and Slurm job
     if env.is_main and not checked:
-        storage.tracking(str(cfg.tracking.uri))  # a dead server or damaged store: one line in seconds
+        store_probe.tracking(str(cfg.tracking.uri))  # a dead server or damaged store: one line in seconds
     bench_cls = benchmark_class(cfg)
     framework = frameworks.framework_of(cfg, bench_cls)
     frameworks.preflight(framework, env)  # PyTorch: torch.distributed / horovod.torch, the ranks' backends
@@ -93,7 +93,7 @@ def _spawn_ranks(
     """hw.count=N without an outer launcher: make the MLflow run, start N ranks on it with the
     framework's `spawn` (PyTorch: torch elastic_launch, or horovod.run for dist=horovod), and mark
     it FAILED/KILLED if they die."""
-    from t4bench.tracking import RunTracker, contract_tags
+    from t4bench.tracking.run import RunTracker, contract_tags
 
     # ranks are fresh interpreters without Hydra: hand them the config with ${...} resolved here
     plain = OmegaConf.to_container(cfg, resolve=True)

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
+from t4bench.tracking import names
 
 
 def seed_python(seed: int) -> None:

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from t4bench import mlflow_names
 from t4bench.gpu_inventory import inventory, nvml_try
+from t4bench.tracking import names as mlflow_names
 
 #: throttle reasons that mean the GPU ran slower than it could (power cap, thermal, HW slowdown,
 #: power brake); idle, application-clock and sync-boost reasons are not throttling

@@ -29,8 +29,8 @@ from omegaconf import DictConfig, OmegaConf
 from t4bench.errors import T4BenchError
 from t4bench.preflight import config as validation
 from t4bench.preflight import hardware, overrides, slurm, study_matrix
-from t4bench.preflight import storage as probe
 from t4bench.run_env import RunEnvironment
+from t4bench.tracking import store_probe as probe
 
 MULTIRUN_FLAGS = ("--multirun", "-m")
 

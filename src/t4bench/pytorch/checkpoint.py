@@ -26,8 +26,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
+from t4bench.tracking import names
 
 FORMAT = "t4bench-checkpoint/1"
 #: MLflow tag of a run that writes checkpoints: their folder (`resume=<run id>` reads it)
@@ -277,7 +277,7 @@ def resolve(resume: str, tracking_uri: str | None = None) -> Path:
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
 
-        from t4bench.tracking import run_tags
+        from t4bench.tracking.run import run_tags
 
         client = MlflowClient(tracking_uri)
         try:

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from omegaconf import DictConfig
 
 from t4bench import cadence
-from t4bench import mlflow_names as names
 from t4bench.benchmark import Benchmark
 from t4bench.cadence import Diverged, EpochCallback
 from t4bench.frameworks import EpochLogger, RunResult  # re-exported: callers name t4bench.pytorch.loop.RunResult
@@ -24,6 +23,7 @@ from t4bench.pytorch.context import RunContext
 from t4bench.pytorch.resume import EpochCheckpoints
 from t4bench.pytorch.trainer import LOSS_READ_INTERVAL, Trainer
 from t4bench.stopping import StopRun  # framework-free, so callbacks need not import torch
+from t4bench.tracking import names
 
 __all__ = ["LOSS_READ_INTERVAL", "RunResult", "StopRun", "Trainer", "measure_throughput", "train_to_target"]
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import torch
 
-from t4bench import mlflow_names as names
 from t4bench.pytorch import perf_profiles
 from t4bench.pytorch.context import RunContext
+from t4bench.tracking import names
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 OPTIMIZER_IMPLS = ("default", "foreach", "fused")

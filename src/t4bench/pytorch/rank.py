@@ -11,7 +11,6 @@ from typing import Any, TypeVar
 import torch
 from omegaconf import DictConfig
 
-from t4bench import mlflow_names as names
 from t4bench import packing, seeding
 from t4bench.benchmark import Benchmark
 from t4bench.errors import T4BenchError
@@ -20,6 +19,7 @@ from t4bench.pytorch import determinism, distributed, launch, loop, perf_profile
 from t4bench.pytorch.context import RunContext
 from t4bench.pytorch.perf import PerfOptions
 from t4bench.run_env import RunEnvironment
+from t4bench.tracking import names
 
 T = TypeVar("T")
 

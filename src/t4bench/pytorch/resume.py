@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from t4bench import mlflow_names as names
 from t4bench.cadence import Continued
 from t4bench.pytorch import checkpoint
 from t4bench.pytorch.checkpoint import CheckpointError
+from t4bench.tracking import names
 
 if TYPE_CHECKING:
     from t4bench.run_env import RunEnvironment
@@ -85,7 +85,7 @@ def check_status(wanted: str, run: Any, allow_finished: bool) -> None:
 
 def restore(client: Any, run_id: str, status: str, outcome: str | None) -> None:
     """Put a FINISHED run's status and outcome back after a resumed attempt on it failed."""
-    from t4bench.tracking import store_tags
+    from t4bench.tracking.run import store_tags
 
     store_tags(client, run_id, {**({names.OUTCOME: outcome} if outcome else {}), RESUME_FAILED_TAG: "true"})
     client.set_terminated(run_id, status=status)
@@ -152,7 +152,7 @@ def reopened_run(cfg: DictConfig, env: RunEnvironment) -> Any:
         return None
     from mlflow.tracking import MlflowClient
 
-    from t4bench.tracking import flatten, resolved_config
+    from t4bench.tracking.run import flatten, resolved_config
 
     point = find(cfg)
     if point is None or not point.run_id:

@@ -11,7 +11,6 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from t4bench import mlflow_names as names
 from t4bench import schedule as schedules
 from t4bench.benchmark import Benchmark
 from t4bench.errors import T4BenchError
@@ -22,6 +21,7 @@ from t4bench.pytorch.context import RunContext
 from t4bench.pytorch.divergence import DivergenceGuard, DivergenceRule
 from t4bench.pytorch.perf import PerfOptions
 from t4bench.pytorch.perf_step import build_step, prefetched
+from t4bench.tracking import names
 
 # how often (in steps) the loss is read back to the host for the progress bar and divergence check;
 # reading it every step would force a device sync per step on GPUs

@@ -19,10 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from t4bench import experiments
-from t4bench import mlflow_names as names
 from t4bench.errors import ArgumentParser, one_line
 from t4bench.report.errors import ReportError
+from t4bench.tracking import experiments, names
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -110,7 +109,7 @@ _HTTP_LIMITS = {
 def _client(uri: str, *, writes: bool) -> MlflowClient:
     """A client of a store that exists and is an MLflow one, checked read-only before MLflow opens
     it: MLflow creates its schema in any SQLite file it is given (another application's too)."""
-    from t4bench.preflight import storage as probe
+    from t4bench.tracking import store_probe as probe
 
     path = probe.sqlite_path(uri)
     if path is not None and not path.exists():

@@ -22,10 +22,10 @@ from pathlib import Path
 import pandas as pd
 from mlflow.tracking import MlflowClient
 
-from t4bench import mlflow_names as names
 from t4bench.mlperf import mlperf_name, ruleset
 from t4bench.report.query import QueryError
-from t4bench.tracking import run_tags
+from t4bench.tracking import names
+from t4bench.tracking.run import run_tags
 
 LOG_ARTIFACT = names.MLPERF_LOG_FILE
 

@@ -8,9 +8,8 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from t4bench import experiments, run_names
-from t4bench import mlflow_names as names
 from t4bench.report.query import REPORT_TAG
+from t4bench.tracking import experiments, names, run_names
 
 REPORT_EXPERIMENT = "t4bench-reports"
 REPORT_DESCRIPTION = (

@@ -17,10 +17,10 @@ import pandas as pd
 from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
 
-from t4bench import mlflow_names as names
 from t4bench.report import configs
 from t4bench.report.errors import ReportError
-from t4bench.tracking import kept_on_run
+from t4bench.tracking import names
+from t4bench.tracking.run import kept_on_run
 
 REPORT_TAG = names.REPORT
 ROLE_TAG = names.SWEEP_ROLE

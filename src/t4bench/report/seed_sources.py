@@ -28,12 +28,11 @@ from typing import Any
 
 import pandas as pd
 
-from t4bench import experiments
-from t4bench import mlflow_names as names
 from t4bench.errors import ArgumentParser, T4BenchError, one_line
 from t4bench.report import seed_sources_output, seed_variance
 from t4bench.report.seed_sources_output import Arm
 from t4bench.sweep import stats
+from t4bench.tracking import experiments, names
 
 #: the user tag `+tracking.tags.repeat` as a logged param (no training code reads it)
 REPEAT_PARAM = "tracking.tags.repeat"
@@ -44,7 +43,7 @@ def open_store(uri: str) -> Any:
     would create its schema in a path that is not a store)."""
     from mlflow.tracking import MlflowClient
 
-    from t4bench.preflight import storage as probe
+    from t4bench.tracking import store_probe as probe
 
     path = probe.sqlite_path(uri)
     if path is not None and not path.exists():
@@ -61,10 +60,10 @@ def _int_param(params: dict[str, str], key: str) -> int | None:
 def sweep_runs(client: Any, exp_id: str, sweep_id: str) -> tuple[pd.DataFrame, list[str]]:
     """(one row per FINISHED training run of the sweep, the runs of it that did not finish). The
     repeat of a run is its place among the runs of its (seed, data_seed) pair, oldest first."""
-    from t4bench.sweep import mlflow_layout
-    from t4bench.tracking import run_tags
+    from t4bench.tracking import sweep_layout
+    from t4bench.tracking.run import run_tags
 
-    found = mlflow_layout.find_runs(client, exp_id, sweep_id, None)
+    found = sweep_layout.find_runs(client, exp_id, sweep_id, None)
     if not found:
         raise T4BenchError(f"no training runs with sweep id {sweep_id!r} in this experiment")
     unfinished = [f"{r.info.run_id} ({r.info.status})" for r in found if r.info.status != names.FINISHED]
@@ -73,7 +72,7 @@ def sweep_runs(client: Any, exp_id: str, sweep_id: str) -> tuple[pd.DataFrame, l
         if run.info.status != names.FINISHED:
             continue
         params = run.data.params
-        result = mlflow_layout.run_result(run)
+        result = sweep_layout.run_result(run)
         weights, data = _int_param(params, "seed"), _int_param(params, "data_seed")
         if weights is None or data is None:
             raise T4BenchError(
@@ -108,10 +107,10 @@ def sweep_runs(client: Any, exp_id: str, sweep_id: str) -> tuple[pd.DataFrame, l
 
 
 def _about(client: Any, exp_id: str, sweep_id: str, runs: pd.DataFrame) -> dict[str, str]:
-    from t4bench.sweep import mlflow_layout
-    from t4bench.tracking import run_tags
+    from t4bench.tracking import sweep_layout
+    from t4bench.tracking.run import run_tags
 
-    parents = mlflow_layout.find_runs(client, exp_id, sweep_id, "parent")
+    parents = sweep_layout.find_runs(client, exp_id, sweep_id, "parent")
     overrides = run_tags(client, parents[0]).get(names.SWEEP_OVERRIDES, "") if parents else ""
     return {
         "overrides": overrides,

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from t4bench import mlflow_names as names
 from t4bench.report import configs
 from t4bench.sweep.stats import describe
+from t4bench.tracking import names
 
 #: one row of the time-to-train table per configuration (`config`: t4bench.report.configs)
 GROUP = ["model", "scale", "data", "hw", "hw_count", "config"]

@@ -29,8 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from t4bench import mlflow_names as names
 from t4bench.sweep.stats import quantile, sample_std
+from t4bench.tracking import names
 
 AGGREGATES = ("mean", "median", "quantile", "mean_std", "max")
 EPOCHS = names.EPOCHS_TO_CONVERGE

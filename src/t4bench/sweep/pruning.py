@@ -24,8 +24,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from t4bench import mlflow_names as names
 from t4bench.stopping import StopRun  # not t4bench.pytorch.loop: that would load torch into a TensorFlow sweep
+from t4bench.tracking import names
 
 PRUNED_ATTR = "t4bench_pruned_at_epoch"
 

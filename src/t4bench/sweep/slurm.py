@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from t4bench import mlflow_names as names
+from t4bench.tracking import names
 
 #: how much earlier than asked Slurm may send a job's --signal (its event resolution; man sbatch)
 SIGNAL_SLACK_S = 60

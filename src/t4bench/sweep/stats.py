@@ -15,7 +15,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from t4bench import mlflow_names as names
+from t4bench.tracking import names
 
 STAT_NAMES = ("n", "n_converged", "converged_fraction", "mean", "std", "min", "max", "cv", "olympic_mean")
 
@@ -96,7 +96,7 @@ def converged_flags(results: Sequence[Mapping[str, Any]]) -> list[bool]:
 
 def describe_runs(results: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
     """Per-metric distributions of run results (the task function's return dicts, or
-    `mlflow_layout.run_result`'s).
+    `sweep_layout.run_result`'s).
 
     epochs_to_converge and time_to_train_s are over converged runs only (a run that never reached
     the target has neither); epochs_run is over every run. n_converged and converged_fraction are

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from t4bench.preflight import storage as probe
+from t4bench.tracking import store_probe as probe
 
 _cache: dict[str, Any] = {}
 _cache_lock = threading.Lock()

@@ -24,18 +24,18 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
 from t4bench.signals import sigterm_raises
 from t4bench.sweep import space as spaces
 from t4bench.sweep.objective import RobustObjective
-from t4bench.sweep.optuna_runs import PARENT_ATTR, OptunaSweepRuns, fixed_params
 from t4bench.sweep.settings import hydra_overrides, instantiate, task_overrides
 from t4bench.sweep.storage import critical_section, is_journal, journal_path, normalize, open_storage
 from t4bench.sweep.talk import Pace, next_steps
 from t4bench.sweep.trial_queue import TrialQueue, counts
 from t4bench.sweep.trial_runner import TrialRunner
 from t4bench.sweep.workers import Workers
+from t4bench.tracking import names
+from t4bench.tracking.optuna_runs import PARENT_ATTR, OptunaSweepRuns, fixed_params
 
 log = logging.getLogger(__name__)
 

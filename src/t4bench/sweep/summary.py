@@ -31,10 +31,9 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from t4bench import experiments, run_names
-from t4bench import mlflow_names as names
 from t4bench.errors import ArgumentParser, T4BenchError
 from t4bench.sweep import stats
+from t4bench.tracking import experiments, names, run_names
 
 ENV_SWEEP_ID = "T4BENCH_SWEEP_ID"
 ENV_PARENT = "T4BENCH_PARENT_RUN_ID"
@@ -120,17 +119,15 @@ def render(summary: Mapping[str, Any], title: str) -> str:
 
 def record(mlflow: Any, parent_id: str, summary: Mapping[str, Any], out_dir: Path | None, title: str) -> str:
     """Log the summary on the parent run (metrics, tags, artifacts) and write it to out_dir."""
-    from t4bench.sweep import mlflow_layout
+    from t4bench.tracking import sweep_layout
 
     text = render(summary, title)
     metrics = {k: v for k, v in stats.flat_metrics(summary["distributions"]).items()}
     metrics["n_runs"] = float(summary["n_runs"])
     metrics["n_converged"] = float(summary["n_converged"])
     metrics["converged_fraction"] = float(summary["converged_fraction"])
-    mlflow_layout.log_metrics(mlflow, parent_id, metrics)
-    mlflow_layout.set_tags(
-        mlflow, parent_id, {f"{names.OUTCOMES_PREFIX}{k}": v for k, v in summary["outcomes"].items()}
-    )
+    sweep_layout.log_metrics(mlflow, parent_id, metrics)
+    sweep_layout.set_tags(mlflow, parent_id, {f"{names.OUTCOMES_PREFIX}{k}": v for k, v in summary["outcomes"].items()})
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "summary.json").write_text(json.dumps(_json_safe(dict(summary)), indent=2))
@@ -153,10 +150,10 @@ class SweepSummaryCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         if not self.enabled or _is_t4bench_optuna(config):
             return
-        from t4bench.sweep import mlflow_layout
-        from t4bench.sweep.optuna_runs import config_tags
+        from t4bench.tracking import sweep_layout
+        from t4bench.tracking.optuna_runs import config_tags
 
-        self._mlflow, self.exp_id = mlflow_layout.for_config(config)
+        self._mlflow, self.exp_id = sweep_layout.for_config(config)
         self.sweep_id = default_sweep_id(config)
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
         # `seeds-<MMDD-hhmmss>` (Hydra's dated folder) fitted to the Run Name column; the folder
@@ -164,14 +161,14 @@ class SweepSummaryCallback(Callback):
         run_name = run_names.seed_sweep(self.sweep_dir.name)
         identity = f"seeds:{self.sweep_dir.resolve()}"  # the same folder again: the same seed sweep
         try:
-            self.parent_id = mlflow_layout.get_or_create_parent(
+            self.parent_id = sweep_layout.get_or_create_parent(
                 self._mlflow, self.exp_id, self.sweep_id, "seeds", run_name, config_tags(config), identity=identity
             )
         except T4BenchError as err:
             print(f"t4bench: error: {err}", file=sys.stderr)
             sys.exit(2)
         overrides = [str(o) for o in OmegaConf.to_container(config.hydra.overrides.task, resolve=False) or []]
-        mlflow_layout.set_tags(self._mlflow, self.parent_id, {names.SWEEP_OVERRIDES: " ".join(overrides)})
+        sweep_layout.set_tags(self._mlflow, self.parent_id, {names.SWEEP_OVERRIDES: " ".join(overrides)})
         self._log_fixed_params(config, overrides)
         node = config.hydra.sweeper.get("params")  # +sweeps=<name> files sweep here
         params = OmegaConf.to_container(node, resolve=False) if isinstance(node, DictConfig) else {}
@@ -203,10 +200,10 @@ class SweepSummaryCallback(Callback):
         if not self._count_in_store:
             print(self._pace.job_done(), flush=True)
             return
-        from t4bench.sweep import mlflow_layout
+        from t4bench.tracking import sweep_layout
 
         try:
-            done: int | None = mlflow_layout.ended_children(
+            done: int | None = sweep_layout.ended_children(
                 self._mlflow, str(self.exp_id), self.parent_id, self._since_ms
             )
         except Exception:  # the line is only a display: a store that does not answer falls back to a count here
@@ -215,12 +212,12 @@ class SweepSummaryCallback(Callback):
 
     def _log_fixed_params(self, config: DictConfig, overrides: list[str]) -> None:
         """The parent's params: the composed config minus the swept keys (and the seed)."""
-        from t4bench.sweep import mlflow_layout
-        from t4bench.sweep.optuna_runs import fixed_params
+        from t4bench.tracking import sweep_layout
+        from t4bench.tracking.optuna_runs import fixed_params
 
         swept = run_names.swept_keys(overrides)
         try:
-            mlflow_layout.log_params(self._mlflow, str(self.parent_id), fixed_params(config, swept, []))
+            sweep_layout.log_params(self._mlflow, str(self.parent_id), fixed_params(config, swept, []))
         except Exception as err:  # a resumed sweep logged them already (params are immutable)
             print(f"[t4bench] sweep parent params kept: {err}", file=sys.stderr)
 
@@ -233,10 +230,10 @@ class SweepSummaryCallback(Callback):
         if self._finished or self.parent_id is None:
             return
         self._finished = True
-        from t4bench.sweep import mlflow_layout
+        from t4bench.tracking import sweep_layout
 
         try:
-            results = mlflow_layout.seed_results(self._mlflow, self.exp_id, str(self.sweep_id))
+            results = sweep_layout.seed_results(self._mlflow, self.exp_id, str(self.sweep_id))
             summary = summarize(results)
             text = record(self._mlflow, self.parent_id, summary, self.sweep_dir, f"sweep {self.sweep_id}")
             if results or status == names.FINISHED:  # a sweep that failed before any job: its error line says it
@@ -258,7 +255,7 @@ class SweepSummaryCallback(Callback):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from t4bench.sweep import mlflow_layout
+    from t4bench.tracking import sweep_layout
 
     parser = ArgumentParser(prog="python -m t4bench.sweep.summary", description=__doc__.split("\n")[0])
     parser.add_argument("--sweep-id", required=True)
@@ -266,12 +263,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tracking-uri", default=experiments.default_tracking_uri())
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     args = parser.parse_args(argv)
-    mlflow = mlflow_layout.client(args.tracking_uri)
+    mlflow = sweep_layout.client(args.tracking_uri)
     exp = mlflow.get_experiment_by_name(args.experiment)
     if exp is None:
         print(f"no experiment {args.experiment!r} in {args.tracking_uri}", file=sys.stderr)
         return 2
-    results = mlflow_layout.seed_results(mlflow, exp.experiment_id, args.sweep_id)
+    results = sweep_layout.seed_results(mlflow, exp.experiment_id, args.sweep_id)
     summary = summarize(results)
     print(json.dumps(_json_safe(summary), indent=2) if args.json else render(summary, f"sweep {args.sweep_id}"))
     note = budget_note(summary, results)

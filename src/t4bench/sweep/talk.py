@@ -10,8 +10,8 @@ import shlex
 import time
 from collections.abc import Iterable, Mapping
 
-from t4bench import experiments
 from t4bench.progress import duration
+from t4bench.tracking import experiments
 
 #: held-out seeds the printed validation command uses (as docs/convergence.md's studies did)
 HELDOUT_SEEDS = "1000-1019"

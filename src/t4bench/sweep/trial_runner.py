@@ -18,12 +18,12 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from t4bench import faults
-from t4bench import mlflow_names as names
 from t4bench.sweep import liveness
 from t4bench.sweep import space as spaces
 from t4bench.sweep.objective import RobustObjective
-from t4bench.sweep.optuna_runs import OptunaSweepRuns, seed_run_name
 from t4bench.sweep.pruning import PRUNED_ATTR
+from t4bench.tracking import names
+from t4bench.tracking.optuna_runs import OptunaSweepRuns, seed_run_name
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,6 @@ from typing import Any
 from omegaconf import DictConfig
 
 from t4bench import cadence
-from t4bench import mlflow_names as names
 from t4bench.benchmark import Benchmark
 from t4bench.cadence import Diverged
 from t4bench.frameworks import RunResult, RunServices
@@ -25,6 +24,7 @@ from t4bench.mlperf import constants
 from t4bench.progress import ProgressReporter
 from t4bench.tf.context import StepBatches, TFContext
 from t4bench.tf.trainer import KerasTrainer
+from t4bench.tracking import names
 
 #: MLPerf log key (after run_stop): SHA-256 of each worker's weights, in worker order
 WEIGHTS_DIGESTS = "t4bench_weights_sha256_per_worker"

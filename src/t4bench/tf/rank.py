@@ -21,13 +21,13 @@ from typing import Any, TypeVar
 
 from omegaconf import DictConfig
 
-from t4bench import mlflow_names as names
 from t4bench import run_env, seeding
 from t4bench.benchmark import Benchmark
 from t4bench.errors import T4BenchError
 from t4bench.frameworks import RunServices, TrainResult
 from t4bench.run_env import RunEnvironment
 from t4bench.tf import launch
+from t4bench.tracking import names
 
 T = TypeVar("T")
 

@@ -20,13 +20,13 @@ import numpy as np
 import tensorflow as tf
 from omegaconf import DictConfig
 
-from t4bench import mlflow_names as names
 from t4bench.benchmark import Benchmark
 from t4bench.progress import ProgressReporter
 from t4bench.schedule import base_lr
 from t4bench.tf import schedule as schedules
 from t4bench.tf.context import TFContext
 from t4bench.tf.divergence import DivergenceGuard
+from t4bench.tracking import names
 
 #: how often (in steps) the loss is read back for the progress bar (a read forces a device sync)
 LOSS_READ_INTERVAL = 20

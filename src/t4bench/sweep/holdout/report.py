@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from t4bench import mlflow_names as names
 from t4bench.sweep import stats
+from t4bench.tracking import names
 
 CENSORING = (
     "a run that did not converge enters the epoch statistics as its max_epochs (right-censored: "
@@ -152,8 +152,8 @@ def publish(report: Mapping[str, Any], out_dir: Path, mlflow: Any, parent_id: st
     """Write validation.{md,csv,json} into the sweep's folder and log them and the metrics on the
     validation parent run (the headline means/stds also on the sweep's parent); returns the text
     to print."""
-    from t4bench.sweep import mlflow_layout
     from t4bench.sweep.summary import _json_safe
+    from t4bench.tracking import sweep_layout
 
     out_dir.mkdir(parents=True, exist_ok=True)
     text = render(report)
@@ -162,12 +162,12 @@ def publish(report: Mapping[str, Any], out_dir: Path, mlflow: Any, parent_id: st
     write_csv(report, paths[1])
     paths[2].write_text(json.dumps(_json_safe(dict(report)), indent=2, default=str))
     values = metrics(report)
-    mlflow_layout.log_metrics(mlflow, parent_id, values)
+    sweep_layout.log_metrics(mlflow, parent_id, values)
     if "goal" in report:
-        mlflow_layout.set_tags(mlflow, parent_id, {names.GOAL: "PASS" if report["goal"]["pass"] else "FAIL"})
+        sweep_layout.set_tags(mlflow, parent_id, {names.GOAL: "PASS" if report["goal"]["pass"] else "FAIL"})
     for path in paths:
         mlflow.log_artifact(parent_id, str(path))
     if sweep_parent:
         keys = ("tuned_epochs_mean", "tuned_epochs_std", "reference_epochs_mean", "reference_epochs_std")
-        mlflow_layout.log_metrics(mlflow, sweep_parent, {f"validation_{k}": values[k] for k in keys})
+        sweep_layout.log_metrics(mlflow, sweep_parent, {f"validation_{k}": values[k] for k in keys})
     return text

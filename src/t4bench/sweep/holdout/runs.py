@@ -16,20 +16,18 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from t4bench import mlflow_names as names
-from t4bench import run_names
 from t4bench.errors import RunTerminated
-from t4bench.sweep import mlflow_layout
-from t4bench.sweep.optuna_runs import config_tags
 from t4bench.sweep.trial_runner import quote
+from t4bench.tracking import names, run_names, sweep_layout
+from t4bench.tracking.optuna_runs import config_tags
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from omegaconf import DictConfig
 
-    from t4bench.sweep.optuna_runs import OptunaSweepRuns
     from t4bench.sweep.space import SearchSpace
+    from t4bench.tracking.optuna_runs import OptunaSweepRuns
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +50,7 @@ class HoldOut:
         self.s, self.runs, self.mlflow = study, runs, runs.mlflow
 
     def _parent(self, sweep_id: str, name: str, identity: str, tags: dict[str, Any]) -> str:
-        return mlflow_layout.get_or_create_parent(
+        return sweep_layout.get_or_create_parent(
             self.mlflow,
             self.runs.exp_id,
             sweep_id,
@@ -91,10 +89,10 @@ class HoldOut:
             {names.VALIDATION_SET: label, names.MLFLOW_PARENT_RUN_ID: parent},
         )
         try:
-            mlflow_layout.set_tags(
+            sweep_layout.set_tags(
                 self.mlflow, arm, {f"{names.PARAMS_PREFIX}{o.split('=', 1)[0]}": o.split("=", 1)[1] for o in params}
             )
-            done = {r["seed"] for r in mlflow_layout.seed_results(self.mlflow, self.runs.exp_id, sweep_id)}
+            done = {r["seed"] for r in sweep_layout.seed_results(self.mlflow, self.runs.exp_id, sweep_id)}
             todo = [s for s in seeds if s not in done]
             batch = [
                 [
@@ -120,7 +118,7 @@ class HoldOut:
             # by seed: runs of one arm may come from several validation processes (in any order)
             wanted = set(seeds)
             results = sorted(
-                (r for r in mlflow_layout.seed_results(self.mlflow, self.runs.exp_id, sweep_id) if r["seed"] in wanted),
+                (r for r in sweep_layout.seed_results(self.mlflow, self.runs.exp_id, sweep_id) if r["seed"] in wanted),
                 key=lambda r: r["seed"],
             )
         except BaseException as err:

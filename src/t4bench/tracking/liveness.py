@@ -29,8 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from t4bench import mlflow_names as names
-from t4bench.runs import search
+from t4bench.tracking import names, search
 
 DEFAULT_INTERVAL_S = 30.0
 #: a run on another host is stale after this many missed heartbeats (slow stores, clock skew)
@@ -263,7 +262,7 @@ def _close(client: Any, run: Any, reason: str, last_beat: int, dry_run: bool) ->
 
 def _fold(client: Any, run_id: str) -> None:
     """The liveness tags off the closed run, into its tag file (the run's end would have done it)."""
-    from t4bench.tracking import fold_tags
+    from t4bench.tracking.run import fold_tags
 
     try:
         fold_tags(client, run_id)

@@ -36,10 +36,8 @@ from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 import t4bench
-from t4bench import experiments, run_names, system_metrics
-from t4bench import mlflow_names as names
 from t4bench.run_env import RunEnvironment
-from t4bench.runs import store
+from t4bench.tracking import experiments, names, run_names, store_lock, system_metrics
 
 if TYPE_CHECKING:
     from t4bench.benchmark import Benchmark
@@ -203,7 +201,7 @@ class RunTracker:
     def __init__(self, tracking_uri: str | None, run_id: str | None = None) -> None:
         self.tracking_uri = tracking_uri
         if tracking_uri:
-            store.ready(tracking_uri)  # a new SQLite store: made by one process at a time
+            store_lock.ready(tracking_uri)  # a new SQLite store: made by one process at a time
         self.client = MlflowClient(tracking_uri) if tracking_uri else None
         self.run_id = run_id
         self.system_metrics_interval_s: float | None = system_metrics.DEFAULT_INTERVAL_S

@@ -15,9 +15,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
-from t4bench.runs import search, store
+from t4bench.tracking import names, search, store_lock
 
 
 class SweepIdConflict(T4BenchError):
@@ -27,12 +26,12 @@ class SweepIdConflict(T4BenchError):
 def client(uri: str) -> Any:
     from mlflow.tracking import MlflowClient
 
-    store.ready(uri)  # two sweeps starting on one new SQLite store: one creates it
+    store_lock.ready(uri)  # two sweeps starting on one new SQLite store: one creates it
     return MlflowClient(uri)
 
 
 def experiment_id(uri: str, name: str) -> str:
-    from t4bench.tracking import RunTracker
+    from t4bench.tracking.run import RunTracker
 
     return RunTracker(uri).ensure_experiment(name)
 
@@ -94,7 +93,7 @@ def get_or_create_parent(
         if reopen and run.info.status != names.RUNNING:
             mlflow.update_run(run_id, status=names.RUNNING)
         return str(run_id)
-    from t4bench.tracking import create_run
+    from t4bench.tracking.run import create_run
 
     return create_run(mlflow, exp_id, run_name, parent_tags(sweep_id, kind, identity, tags or {}))
 
@@ -113,7 +112,7 @@ def parent_tags(sweep_id: str, kind: str, identity: str, tags: Mapping[str, Any]
 def check_identity(mlflow: Any, run: Any, sweep_id: str, identity: str) -> None:
     """Raise SweepIdConflict unless `run` (a parent found by `sweep_id`) carries `identity` (a
     tag of its tag file)."""
-    from t4bench.tracking import run_tags
+    from t4bench.tracking.run import run_tags
 
     theirs = run_tags(mlflow, run).get(names.SWEEP_IDENTITY)
     if theirs != identity:
@@ -161,7 +160,7 @@ def log_metrics(mlflow: Any, run_id: str, metrics: Mapping[str, float], step: in
 
 def set_tags(mlflow: Any, run_id: str, tags: Mapping[str, Any]) -> None:
     """On the run or in its tag file (`t4bench.tracking.store_tags`)."""
-    from t4bench.tracking import store_tags
+    from t4bench.tracking.run import store_tags
 
     store_tags(mlflow, run_id, tags)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from t4bench.errors import T4BenchError
-from t4bench.preflight.storage import sqlite_path, tracking
+from t4bench.tracking.store_probe import sqlite_path, tracking
 
 #: how long a process waits for another one to finish creating the store
 LOCK_TIMEOUT_S = 120.0

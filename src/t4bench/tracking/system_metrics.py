@@ -17,8 +17,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from t4bench import mlflow_names as names
 from t4bench.errors import T4BenchError
+from t4bench.tracking import names
 
 #: the run tag that says whether MLflow's monitor runs ("on: ..." / "off: <reason>")
 TAG = names.SYSTEM_METRICS

@@ -12,16 +12,15 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from t4bench import experiments
-from t4bench import mlflow_names as names
 from t4bench.errors import ArgumentParser, T4BenchError, one_line
-from t4bench.runs.liveness import STALE_INTERVALS, repair, stale_reason
+from t4bench.tracking import experiments, names
+from t4bench.tracking.liveness import STALE_INTERVALS, repair, stale_reason
 
 
 def _client_and_experiments(args: argparse.Namespace, writes: bool) -> tuple[Any, list[str] | None]:
     """The store's client (the store checked first: a dead server, a damaged or missing file is
     one line; a missing store is not made) and the ids of --experiment (None: every experiment)."""
-    from t4bench.preflight import storage as probe
+    from t4bench.tracking import store_probe as probe
 
     probe.tracking(args.tracking_uri, must_exist=True, writes=writes)
     from mlflow.tracking import MlflowClient
@@ -49,7 +48,7 @@ def _state(tags: dict[str, str], now: float, host: str, stale_intervals: int) ->
 
 
 def _list_command(args: argparse.Namespace) -> int:
-    from t4bench.runs import search
+    from t4bench.tracking import search
 
     client, ids = _client_and_experiments(args, writes=False)
     ids = [e.experiment_id for e in client.search_experiments()] if ids is None else ids

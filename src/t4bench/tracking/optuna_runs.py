@@ -29,10 +29,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from t4bench import faults, run_names
-from t4bench import mlflow_names as names
-from t4bench.runs import liveness
-from t4bench.sweep import mlflow_layout, stats
+from t4bench import faults
+from t4bench.sweep import stats
+from t4bench.tracking import liveness, names, run_names, sweep_layout
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +84,7 @@ def detected_profile() -> str:
 def fixed_params(config: DictConfig, searched: Sequence[str], fixed_overrides: Sequence[str]) -> dict[str, str]:
     """The composed config (resolved, flattened as a training run logs it) minus the searched keys
     and the seed, plus the sweep's plain `hydra.sweeper.params` values (given to every job)."""
-    from t4bench.tracking import flatten
+    from t4bench.tracking.run import flatten
 
     task = OmegaConf.masked_copy(config, [str(k) for k in config if k != "hydra"])
     try:
@@ -104,7 +103,7 @@ def fixed_params(config: DictConfig, searched: Sequence[str], fixed_overrides: S
 
 class OptunaSweepRuns:
     def __init__(self, config: DictConfig, sweep_id: str, study_name: str, storage_url: str, study_uid: str) -> None:
-        self.mlflow, self.exp_id = mlflow_layout.for_config(config)
+        self.mlflow, self.exp_id = sweep_layout.for_config(config)
         self.uri = str(config.tracking.uri)  # resolvable now: for_config set Hydra's node
         self.config, self.sweep_id = config, sweep_id
         self.study_name, self.storage_url, self.study_uid = study_name, storage_url, study_uid
@@ -122,8 +121,8 @@ class OptunaSweepRuns:
         that recorded its own parent, `known_parent`, is resumed as it is)."""
         if known_parent:
             return
-        for run in mlflow_layout.find_runs(self.mlflow, self.exp_id, self.sweep_id, "parent"):
-            mlflow_layout.check_identity(self.mlflow, run, self.sweep_id, self.identity)
+        for run in sweep_layout.find_runs(self.mlflow, self.exp_id, self.sweep_id, "parent"):
+            sweep_layout.check_identity(self.mlflow, run, self.sweep_id, self.identity)
 
     def study_tags(self) -> dict[str, str]:
         return {
@@ -160,7 +159,7 @@ class OptunaSweepRuns:
 
     def _close(self, run_id: str, status: str) -> None:
         """Fold the liveness and create-time tags into the run's tag file, then end it."""
-        from t4bench.tracking import fold_tags
+        from t4bench.tracking.run import fold_tags
 
         try:
             fold_tags(self.mlflow, run_id)
@@ -184,26 +183,26 @@ class OptunaSweepRuns:
         known = study.user_attrs.get(PARENT_ATTR)
         run = self._known_parent(known)
         if run is None:
-            found = mlflow_layout.find_runs(self.mlflow, self.exp_id, self.sweep_id, "parent")
+            found = sweep_layout.find_runs(self.mlflow, self.exp_id, self.sweep_id, "parent")
             if found:
-                mlflow_layout.check_identity(self.mlflow, found[0], self.sweep_id, self.identity)
+                sweep_layout.check_identity(self.mlflow, found[0], self.sweep_id, self.identity)
                 run = found[0]
         if run is not None:
             self.parent_id = str(run.info.run_id)
             if run.info.run_id == known:  # a study made before identity tags: its own parent all the same
-                mlflow_layout.set_tags(self.mlflow, self.parent_id, {names.SWEEP_IDENTITY: self.identity})
+                sweep_layout.set_tags(self.mlflow, self.parent_id, {names.SWEEP_IDENTITY: self.identity})
             if reopen and self.owns_parent:  # owned before it is RUNNING again: never RUNNING and ownerless
                 liveness.take_over(self.mlflow, self.parent_id, HEARTBEAT_S)
             if reopen and run.info.status != names.RUNNING:
                 self.mlflow.update_run(self.parent_id, status=names.RUNNING)
         else:
-            tags = mlflow_layout.parent_tags(self.sweep_id, "optuna", self.identity, self.study_tags())
+            tags = sweep_layout.parent_tags(self.sweep_id, "optuna", self.identity, self.study_tags())
             self.parent_id = self._create_owned(parent_run_name(self.study_name, self.study_uid), tags)
             faults.kill_point("parent.created")
         if known != self.parent_id:
             study.set_user_attr(PARENT_ATTR, self.parent_id)
         try:
-            mlflow_layout.log_params(self.mlflow, self.parent_id, params)
+            sweep_layout.log_params(self.mlflow, self.parent_id, params)
         except Exception as err:  # logged before by this study (params are immutable): keep them
             log.info("sweep parent params already logged: %s", err)
         return self.parent_id
@@ -227,8 +226,8 @@ class OptunaSweepRuns:
             tags.update({f"{names.BEST_PREFIX}{k}": v for k, v in summary["best_params"].items()})
         try:
             step = counts["COMPLETE"] + counts["PRUNED"]
-            mlflow_layout.log_metrics(self.mlflow, self.parent_id, metrics, step=step)
-            mlflow_layout.set_tags(self.mlflow, self.parent_id, tags)
+            sweep_layout.log_metrics(self.mlflow, self.parent_id, metrics, step=step)
+            sweep_layout.set_tags(self.mlflow, self.parent_id, tags)
             if out_dir is not None:
                 out_dir.mkdir(parents=True, exist_ok=True)
                 path = out_dir / "optuna_summary.json"
@@ -255,16 +254,16 @@ class OptunaSweepRuns:
         own: dict[str, Any] = {TRIAL_TAG: trial.number, STATE_TAG: "RUNNING", **self.study_tags()}
         if retry_of is not None:
             own[names.RETRY_OF] = retry_of
-        tags = mlflow_layout.child_tags(str(self.parent_id), self.sweep_id, "trial", own)
+        tags = sweep_layout.child_tags(str(self.parent_id), self.sweep_id, "trial", own)
         run_id = self._create_owned(trial_run_name(trial.number), tags)
         faults.kill_point("trial.run_created")
         trial.set_user_attr(TRIAL_RUN_ATTR, run_id)
         faults.kill_point("trial.run_recorded")
-        mlflow_layout.log_params(self.mlflow, run_id, {**trial.params, "seeds": ",".join(map(str, seeds))})
+        sweep_layout.log_params(self.mlflow, run_id, {**trial.params, "seeds": ",".join(map(str, seeds))})
         return run_id
 
     def tag_seed_run(self, run_id: str, trial_number: int, seed_index: int) -> None:
-        mlflow_layout.set_tags(
+        sweep_layout.set_tags(
             self.mlflow,
             run_id,
             {TRIAL_TAG: trial_number, names.OPTUNA_STUDY: self.study_name, names.SEED_INDEX: seed_index},
@@ -277,9 +276,9 @@ class OptunaSweepRuns:
         metrics["epochs_spent"] = sum(float(r.get("epochs_run", 0) or 0) for r in results)
         if value is not None:
             metrics["objective"] = value
-        mlflow_layout.log_metrics(self.mlflow, run_id, metrics)
+        sweep_layout.log_metrics(self.mlflow, run_id, metrics)
         for i, v in enumerate(per_seed):
-            mlflow_layout.log_metrics(self.mlflow, run_id, {"seed_objective": v}, step=i)
+            sweep_layout.log_metrics(self.mlflow, run_id, {"seed_objective": v}, step=i)
 
     def end_trial(self, run_id: str | None, status: str, state: str) -> None:
         """End a trial run; a trial that did not finish also closes its seed runs still RUNNING
@@ -287,10 +286,10 @@ class OptunaSweepRuns:
         if not run_id:
             return
         try:
-            mlflow_layout.set_tags(self.mlflow, run_id, {STATE_TAG: state})
+            sweep_layout.set_tags(self.mlflow, run_id, {STATE_TAG: state})
             self._close(run_id, status)
             if status != names.FINISHED:
-                closed = mlflow_layout.close_running_children(self.mlflow, self.exp_id, run_id, status)
+                closed = sweep_layout.close_running_children(self.mlflow, self.exp_id, run_id, status)
                 if closed:
                     log.warning("trial run %s: closed %d seed run(s) left RUNNING as %s", run_id, len(closed), status)
         except Exception as err:  # tracking must not lose the study's accounting
@@ -302,7 +301,7 @@ class OptunaSweepRuns:
         without one is trained from scratch; its old run stays KILLED/FAILED, marked."""
         if retry_of is None:
             return {}
-        from t4bench.tracking import run_tags
+        from t4bench.tracking.run import run_tags
 
         try:
             old = study.trials[int(retry_of)]
@@ -318,7 +317,7 @@ class OptunaSweepRuns:
                 if names.CHECKPOINT_DIR in run_tags(self.mlflow, run):
                     found[int(seed)] = str(run.info.run_id)
                 else:
-                    mlflow_layout.set_tags(self.mlflow, run.info.run_id, {names.REDONE_FROM_SCRATCH: "true"})
+                    sweep_layout.set_tags(self.mlflow, run.info.run_id, {names.REDONE_FROM_SCRATCH: "true"})
             return found
         except Exception as err:  # tracking must not stop the retry: it trains from scratch
             log.warning("trial %s: its interrupted seed runs could not be looked up (%s)", retry_of, err)
