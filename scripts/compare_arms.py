@@ -19,6 +19,7 @@ from pathlib import Path
 
 from t4bench.sweep.holdout import report
 from t4bench.tracking import names, sweep_layout
+from t4bench.tracking.client import mlflow_client
 
 
 def main() -> None:
@@ -27,7 +28,7 @@ def main() -> None:
     # a run that did not converge enters the statistics at this many epochs (censored)
     max_epochs = float(sys.argv[9]) if len(sys.argv) > 9 else 8.0
     seeds = list(range(int(lo), int(hi) + 1))
-    client = sweep_layout.client(uri)
+    client = mlflow_client(uri, new_store=True)
     exp = sweep_layout.experiment_id(uri, f"t4bench-{model}")
     arms = {}
     for arm, sweep_ids in (("tuned", tuned_ids.split(",")), ("reference", ref_ids.split(","))):

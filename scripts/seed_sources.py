@@ -16,6 +16,7 @@ from pathlib import Path
 
 from t4bench.sweep import stats
 from t4bench.tracking import sweep_layout
+from t4bench.tracking.client import mlflow_client
 
 ARMS = ("both", "init", "data")
 
@@ -27,7 +28,7 @@ def main() -> None:
     parser.add_argument("sweep_ids", nargs=3, metavar="SWEEP_ID", help="the both, init and data sweeps")
     parser.add_argument("--out", type=Path, default=None, help="folder for seed_sources.{md,csv}")
     args = parser.parse_args()
-    client = sweep_layout.client(args.uri)
+    client = mlflow_client(args.uri, new_store=True)
     exp = sweep_layout.experiment_id(args.uri, f"t4bench-{args.model}")
     epochs: dict[str, list[float]] = {}
     rows = []

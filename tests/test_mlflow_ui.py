@@ -266,7 +266,7 @@ def test_system_metrics_that_cannot_start_say_so_in_one_console_line(tmp_path: P
 
 def test_a_sweep_parent_of_hw_auto_is_tagged_with_the_profile_its_runs_train_on() -> None:
     from t4bench import hardware
-    from t4bench.tracking.optuna_runs import config_tags
+    from t4bench.sweep.recorded_config import config_tags
     from tests.conftest import compose
 
     tags = config_tags(compose(["hw=auto", "model=gnmt"]))

@@ -212,9 +212,9 @@ def resumed_run(framework: str, cfg: DictConfig, env: RunEnvironment) -> Any:
 
 def restore_finished(framework: str, cfg: DictConfig, run: Any) -> None:
     """After a failed attempt to train the FINISHED `run` further: its status and outcome as they were."""
-    from mlflow.tracking import MlflowClient
+    from t4bench.tracking.client import mlflow_client
 
-    client = MlflowClient(str(cfg.tracking.uri))
+    client = mlflow_client(str(cfg.tracking.uri))
     _resumer(framework).restore(client, run.info.run_id, names.FINISHED, run.data.tags.get(names.OUTCOME))
 
 

@@ -87,9 +87,9 @@ def _given(args: Sequence[str], key: str) -> bool:
 
 
 def _experiment_name(run_id: str) -> str:
-    from mlflow.tracking import MlflowClient
+    from t4bench.tracking.client import mlflow_client
 
-    client = MlflowClient()
+    client = mlflow_client()
     return str(client.get_experiment(client.get_run(run_id).info.experiment_id).name)
 
 
@@ -122,18 +122,18 @@ def main_command(overrides: Sequence[str], run_id: str | None) -> Job:
 
 
 def _source_tags(run_id: str) -> dict[str, str]:
-    from mlflow.tracking import MlflowClient
+    from t4bench.tracking.client import mlflow_client
 
-    tags: Mapping[str, str] = MlflowClient().get_run(run_id).data.tags
+    tags: Mapping[str, str] = mlflow_client().get_run(run_id).data.tags
     return {key: tags[key] for key in SOURCE_TAGS if key in tags}
 
 
 def end_project_run(run_id: str, returncode: int) -> int:
     """End the project's run as its job ended (it holds nothing: the training run is elsewhere);
     the end time it was given, in ms."""
-    from mlflow.tracking import MlflowClient
+    from t4bench.tracking.client import mlflow_client
 
-    client = MlflowClient()
+    client = mlflow_client()
     client.set_tag(run_id, "mlflow.note.content", "Empty: the training run is in the benchmark's own experiment.")
     client.set_terminated(run_id, names.FINISHED if returncode == 0 else names.FAILED)
     return int(client.get_run(run_id).info.end_time or 0)
@@ -146,11 +146,10 @@ def delete_when_released(run_id: str, launcher_pid: int, ended_ms: int) -> None:
     when that second end time is written, or `mlflow run` (launcher_pid) has exited."""
     import time
 
-    from mlflow.tracking import MlflowClient
-
+    from t4bench.tracking.client import mlflow_client
     from t4bench.tracking.liveness import process_alive
 
-    client = MlflowClient()
+    client = mlflow_client()
     gone_since: float | None = None
     while True:
         if int(client.get_run(run_id).info.end_time or 0) != ended_ms:
@@ -194,9 +193,9 @@ def run_then_delete(job: Job) -> int:
 
 
 def _tag_launcher(run_id: str, command: Sequence[str]) -> None:
-    from mlflow.tracking import MlflowClient
+    from t4bench.tracking.client import mlflow_client
 
-    client = MlflowClient()
+    client = mlflow_client()
     client.set_tag(run_id, names.SWEEP_ROLE, LAUNCHER_ROLE)
     # as typed (a space between words), not shell-quoted: the UI shows it as a plain string
     client.set_tag(run_id, names.LAUNCHED, " ".join(command[1:])[:5000])

@@ -53,9 +53,10 @@ class WindowedLog(MLPerfLog):
 def _telemetry_sink(tracking_uri: str, run_id: str) -> telemetry.Sink:
     """Telemetry points to MLflow from the sampler thread, on a client of its own."""
     from mlflow.entities import Metric
-    from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri)
+    from t4bench.tracking.client import mlflow_client
+
+    client = mlflow_client(tracking_uri)
 
     def sink(points: list[telemetry.MetricPoint]) -> None:
         metrics = [Metric(name, value, stamp, step) for name, value, stamp, step in points]

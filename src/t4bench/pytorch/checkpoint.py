@@ -275,11 +275,11 @@ def resolve(resume: str, tracking_uri: str | None = None) -> Path:
     target = Path(resume).expanduser()
     if not target.exists() and _RUN_ID.match(resume) and tracking_uri:
         from mlflow.exceptions import MlflowException
-        from mlflow.tracking import MlflowClient
 
+        from t4bench.tracking.client import mlflow_client
         from t4bench.tracking.run import run_tags
 
-        client = MlflowClient(tracking_uri)
+        client = mlflow_client(tracking_uri)
         try:
             tags = run_tags(client, client.get_run(resume))
         except MlflowException as err:

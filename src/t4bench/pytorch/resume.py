@@ -150,14 +150,13 @@ def reopened_run(cfg: DictConfig, env: RunEnvironment) -> Any:
     `frameworks.RESUMERS["pytorch"]`."""
     if cfg.get("resume") in (None, ""):
         return None
-    from mlflow.tracking import MlflowClient
-
+    from t4bench.tracking.client import mlflow_client
     from t4bench.tracking.run import flatten, resolved_config
 
     point = find(cfg)
     if point is None or not point.run_id:
         return None
-    client = MlflowClient(str(cfg.tracking.uri))
+    client = mlflow_client(str(cfg.tracking.uri))
     run = client.get_run(point.run_id)
     wanted = str(cfg.resume)
     check_changes(wanted, dict(run.data.params), flatten(resolved_config(cfg, env)))

@@ -117,9 +117,9 @@ def _client(uri: str, *, writes: bool) -> MlflowClient:
     probe.tracking(uri, must_exist=True, writes=writes)
     for name, value in _HTTP_LIMITS.items():
         os.environ.setdefault(name, value)  # the user's own setting wins
-    from mlflow.tracking import MlflowClient
+    from t4bench.tracking.client import mlflow_client
 
-    return MlflowClient(uri)
+    return mlflow_client(uri)
 
 
 def _run_filter(args: argparse.Namespace) -> RunFilter:

@@ -41,15 +41,14 @@ REPEAT_PARAM = "tracking.tags.repeat"
 def open_store(uri: str) -> Any:
     """A client of a tracking store that exists, checked read-only before MLflow opens it (MLflow
     would create its schema in a path that is not a store)."""
-    from mlflow.tracking import MlflowClient
-
     from t4bench.tracking import store_probe as probe
+    from t4bench.tracking.client import mlflow_client
 
     path = probe.sqlite_path(uri)
     if path is not None and not path.exists():
         raise T4BenchError(f"no tracking store at {uri} (set --tracking-uri or MLFLOW_TRACKING_URI)")
     probe.tracking(uri, must_exist=True, writes=False)
-    return MlflowClient(uri)
+    return mlflow_client(uri)
 
 
 def _int_param(params: dict[str, str], key: str) -> int | None:

@@ -28,6 +28,7 @@ from t4bench.errors import T4BenchError
 from t4bench.signals import sigterm_raises
 from t4bench.sweep import space as spaces
 from t4bench.sweep.objective import RobustObjective
+from t4bench.sweep.recorded_config import config_tags, fixed_params
 from t4bench.sweep.settings import hydra_overrides, instantiate, task_overrides
 from t4bench.sweep.storage import critical_section, is_journal, journal_path, normalize, open_storage
 from t4bench.sweep.talk import Pace, next_steps
@@ -35,7 +36,7 @@ from t4bench.sweep.trial_queue import TrialQueue, counts
 from t4bench.sweep.trial_runner import TrialRunner
 from t4bench.sweep.workers import Workers
 from t4bench.tracking import names
-from t4bench.tracking.optuna_runs import PARENT_ATTR, OptunaSweepRuns, fixed_params
+from t4bench.tracking.optuna_runs import PARENT_ATTR, OptunaSweepRuns
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,8 @@ class OptunaStudyRunner:
         uid = str((existing.user_attrs.get(UID_ATTR) if existing else None) or uuid.uuid4().hex)
         if bool(sweeper_cfg.get("mlflow", True)):
             # before the study is created: a sweep id taken by another sweep stops with nothing made
-            self.runs = OptunaSweepRuns(config, self.sweep_id, self.study_name, self.storage_url, uid)
+            tags = config_tags(config)
+            self.runs = OptunaSweepRuns(config, self.sweep_id, self.study_name, self.storage_url, uid, tags)
             self.runs.check_sweep_id(existing.user_attrs.get(PARENT_ATTR) if existing else None)
         self.study = self._create_study(uid)
         if self.runs is not None:

@@ -150,8 +150,8 @@ class SweepSummaryCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         if not self.enabled or _is_t4bench_optuna(config):
             return
+        from t4bench.sweep.recorded_config import config_tags
         from t4bench.tracking import sweep_layout
-        from t4bench.tracking.optuna_runs import config_tags
 
         self._mlflow, self.exp_id = sweep_layout.for_config(config)
         self.sweep_id = default_sweep_id(config)
@@ -212,8 +212,8 @@ class SweepSummaryCallback(Callback):
 
     def _log_fixed_params(self, config: DictConfig, overrides: list[str]) -> None:
         """The parent's params: the composed config minus the swept keys (and the seed)."""
+        from t4bench.sweep.recorded_config import fixed_params
         from t4bench.tracking import sweep_layout
-        from t4bench.tracking.optuna_runs import fixed_params
 
         swept = run_names.swept_keys(overrides)
         try:
@@ -256,6 +256,7 @@ class SweepSummaryCallback(Callback):
 
 def main(argv: Sequence[str] | None = None) -> int:
     from t4bench.tracking import sweep_layout
+    from t4bench.tracking.client import mlflow_client
 
     parser = ArgumentParser(prog="python -m t4bench.sweep.summary", description=__doc__.split("\n")[0])
     parser.add_argument("--sweep-id", required=True)
@@ -263,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tracking-uri", default=experiments.default_tracking_uri())
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     args = parser.parse_args(argv)
-    mlflow = sweep_layout.client(args.tracking_uri)
+    mlflow = mlflow_client(args.tracking_uri, new_store=True)
     exp = mlflow.get_experiment_by_name(args.experiment)
     if exp is None:
         print(f"no experiment {args.experiment!r} in {args.tracking_uri}", file=sys.stderr)

@@ -18,7 +18,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from t4bench import faults
-from t4bench.sweep import liveness
+from t4bench.sweep import liveness, stats
 from t4bench.sweep import space as spaces
 from t4bench.sweep.objective import RobustObjective
 from t4bench.sweep.pruning import PRUNED_ATTR
@@ -180,7 +180,8 @@ class TrialRunner:
         self, run_id: str | None, results: Sequence[Mapping[str, Any]], value: float | None, per_seed: Sequence[float]
     ) -> None:
         if self.runs is not None and run_id is not None:
-            self.runs.log_trial(run_id, results, value, per_seed)
+            distribution = stats.flat_metrics(stats.describe_runs(results))
+            self.runs.log_trial(run_id, results, value, per_seed, distribution)
 
     def _interrupted(self, trial: Any, trial_run: str | None) -> None:
         """SIGTERM / Ctrl-C: fail the trial, queue its parameters again (the caller re-raises: the

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from t4bench.tracking import names, search
+from t4bench.tracking.client import mlflow_client
 
 DEFAULT_INTERVAL_S = 30.0
 #: a run on another host is stale after this many missed heartbeats (slow stores, clock skew)
@@ -105,13 +106,11 @@ class Heartbeat:
         repair_on_start: bool = True,
         owned: bool = False,
     ) -> None:
-        from mlflow.tracking import MlflowClient
-
         self.run_id = run_id
         self.interval_s = interval_s
         self.repair_on_start = repair_on_start
         self.owned = owned
-        self._client = MlflowClient(tracking_uri)
+        self._client = mlflow_client(tracking_uri)
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 

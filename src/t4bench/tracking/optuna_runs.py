@@ -27,10 +27,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from t4bench import faults
-from t4bench.sweep import stats
 from t4bench.tracking import liveness, names, run_names, sweep_layout
 
 log = logging.getLogger(__name__)
@@ -58,56 +57,23 @@ def parent_run_name(study_name: str, study_uid: str) -> str:
     return run_names.optuna_parent(study_name, study_uid)
 
 
-def config_tags(config: DictConfig) -> dict[str, str]:
-    """t4bench.model / hw / hw_count / scale of the composed config (as training runs carry)."""
-    keys = {names.MODEL: "model.name", names.HW: "hw.name", names.HW_COUNT: "hw.count", names.SCALE: "scale.name"}
-    out = {}
-    for tag, key in keys.items():
-        value = OmegaConf.select(config, key, default=None)
-        if value is not None:
-            out[tag] = str(value)
-    if out.get(names.HW) == "auto":  # the profile the jobs resolve it to, so parent and runs agree
-        out[names.HW] = detected_profile()
-    return out
-
-
-def detected_profile() -> str:
-    """The hw profile `hw=auto` picks on this machine (where the sweep's jobs run); "auto" if none."""
-    from t4bench import hardware
-
-    try:
-        return hardware.profile_for(hardware.detect())
-    except Exception:  # no profile matches: each job fails with the one-line reason itself
-        return "auto"
-
-
-def fixed_params(config: DictConfig, searched: Sequence[str], fixed_overrides: Sequence[str]) -> dict[str, str]:
-    """The composed config (resolved, flattened as a training run logs it) minus the searched keys
-    and the seed, plus the sweep's plain `hydra.sweeper.params` values (given to every job)."""
-    from t4bench.tracking.run import flatten
-
-    task = OmegaConf.masked_copy(config, [str(k) for k in config if k != "hydra"])
-    try:
-        container = OmegaConf.to_container(task, resolve=True)
-    except Exception as err:  # an interpolation only a job can resolve: the params are a nicety
-        log.warning("sweep parent params: the config does not resolve here (%s)", err)
-        return {}
-    assert isinstance(container, dict)
-    params = flatten(container)  # type: ignore[arg-type]
-    for line in fixed_overrides:
-        key, _, value = line.partition("=")
-        params[key.lstrip("+~")] = value
-    skip = {*searched, "seed"}
-    return {k: v for k, v in params.items() if k not in skip}
-
-
 class OptunaSweepRuns:
-    def __init__(self, config: DictConfig, sweep_id: str, study_name: str, storage_url: str, study_uid: str) -> None:
+    def __init__(
+        self,
+        config: DictConfig,
+        sweep_id: str,
+        study_name: str,
+        storage_url: str,
+        study_uid: str,
+        config_tags: Mapping[str, str],
+    ) -> None:
         self.mlflow, self.exp_id = sweep_layout.for_config(config)
         self.uri = str(config.tracking.uri)  # resolvable now: for_config set Hydra's node
         self.config, self.sweep_id = config, sweep_id
         self.study_name, self.storage_url, self.study_uid = study_name, storage_url, study_uid
         self.parent_id: str | None = None
+        #: model / hw / hw_count / scale of the composed config, on the parent and every trial
+        self.config_tags = dict(config_tags)
         #: this process keeps the parent alive (owner tags, heartbeat): the first worker, which
         #: outlives the others it started
         self.owns_parent = True
@@ -126,7 +92,7 @@ class OptunaSweepRuns:
 
     def study_tags(self) -> dict[str, str]:
         return {
-            **config_tags(self.config),
+            **self.config_tags,
             names.OPTUNA_STUDY: self.study_name,
             names.OPTUNA_STORAGE: self.storage_url,
             names.OPTUNA_STUDY_UID: self.study_uid,
@@ -270,9 +236,16 @@ class OptunaSweepRuns:
         )
 
     def log_trial(
-        self, run_id: str, results: Sequence[Mapping[str, Any]], value: float | None, per_seed: Sequence[float]
+        self,
+        run_id: str,
+        results: Sequence[Mapping[str, Any]],
+        value: float | None,
+        per_seed: Sequence[float],
+        distribution: Mapping[str, float],
     ) -> None:
-        metrics = stats.flat_metrics(stats.describe_runs(results))
+        """The trial's metrics: `distribution` (its seeds' results described, sweep.stats), the
+        epochs spent, the objective, and each seed's objective as a step."""
+        metrics = dict(distribution)
         metrics["epochs_spent"] = sum(float(r.get("epochs_run", 0) or 0) for r in results)
         if value is not None:
             metrics["objective"] = value

@@ -29,18 +29,15 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 import t4bench
-from t4bench.run_env import RunEnvironment
-from t4bench.tracking import experiments, names, run_names, store_lock, system_metrics
-
-if TYPE_CHECKING:
-    from t4bench.benchmark import Benchmark
+from t4bench.tracking import experiments, names, run_names, system_metrics
+from t4bench.tracking.client import mlflow_client
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -63,6 +60,24 @@ _VERSIONED = (
 )
 
 
+class RunPlace(Protocol):
+    """What a run records of where it trains (`t4bench.run_env.RunEnvironment` is one: named
+    here, not imported, so tracking stays below run_env, which spells its tags from tracking.names)."""
+
+    @property
+    def hw(self) -> DictConfig: ...
+
+    @property
+    def world_size(self) -> int: ...
+
+
+class BenchmarkKind(Protocol):
+    """What a run records of its benchmark class (`t4bench.benchmark.Benchmark`'s class attributes)."""
+
+    framework: ClassVar[str]
+    throughput_unit: ClassVar[str]
+
+
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     """{'model': {'lr': 1}} -> {'model.lr': '1'}; lists stay one value."""
     flat: dict[str, str] = {}
@@ -75,7 +90,7 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     return flat
 
 
-def resolved_config(cfg: DictConfig, env: RunEnvironment) -> dict[str, Any]:
+def resolved_config(cfg: DictConfig, env: RunPlace) -> dict[str, Any]:
     """The config as the run used it: `${...}` resolved, and `hw` the profile trained on (`hw=auto`
     resolved, hw.count = the ranks), so params and resolved_config.yaml say what ran."""
     container = OmegaConf.to_container(cfg, resolve=True)
@@ -109,7 +124,7 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def default_run_name(cfg: DictConfig, env: RunEnvironment) -> str:
+def default_run_name(cfg: DictConfig, env: RunPlace) -> str:
     """The run's name when tracking.run_name gives none (t4bench.run_names.job)."""
     return run_names.job(cfg, env.hw.name, env.world_size)
 
@@ -200,9 +215,8 @@ class RunTracker:
 
     def __init__(self, tracking_uri: str | None, run_id: str | None = None) -> None:
         self.tracking_uri = tracking_uri
-        if tracking_uri:
-            store_lock.ready(tracking_uri)  # a new SQLite store: made by one process at a time
-        self.client = MlflowClient(tracking_uri) if tracking_uri else None
+        # a new SQLite store: made by one process at a time
+        self.client = mlflow_client(tracking_uri, new_store=True) if tracking_uri else None
         self.run_id = run_id
         self.system_metrics_interval_s: float | None = system_metrics.DEFAULT_INTERVAL_S
         self._system_metrics: system_metrics.Monitor | None = None
@@ -235,7 +249,7 @@ class RunTracker:
             self.client.set_experiment_tag(found.experiment_id, key, value)
         return found.experiment_id
 
-    def start(self, cfg: DictConfig, env: RunEnvironment, tags: Mapping[str, str]) -> str:
+    def start(self, cfg: DictConfig, env: RunPlace, tags: Mapping[str, str]) -> str:
         """Create the run (or adopt `self.run_id` made by a launcher) and log config + tags."""
         if self.client is None:
             return ""
@@ -319,7 +333,7 @@ def _chunks(entries: list[T]) -> list[list[T]]:
     return [entries[start : start + _BATCH_LIMIT] for start in range(0, len(entries), _BATCH_LIMIT)]
 
 
-def contract_tags(cfg: DictConfig, env: RunEnvironment, bench_cls: type[Benchmark]) -> dict[str, str]:
+def contract_tags(cfg: DictConfig, env: RunPlace, bench_cls: type[BenchmarkKind]) -> dict[str, str]:
     """The tags every run carries from its creation (reports and sweeps filter on them)."""
     tags = {
         names.MODEL: str(cfg.model.name),

@@ -14,6 +14,7 @@ from typing import Any
 
 from t4bench.errors import ArgumentParser, T4BenchError, one_line
 from t4bench.tracking import experiments, names
+from t4bench.tracking.client import mlflow_client
 from t4bench.tracking.liveness import STALE_INTERVALS, repair, stale_reason
 
 
@@ -23,9 +24,7 @@ def _client_and_experiments(args: argparse.Namespace, writes: bool) -> tuple[Any
     from t4bench.tracking import store_probe as probe
 
     probe.tracking(args.tracking_uri, must_exist=True, writes=writes)
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(args.tracking_uri)
+    client = mlflow_client(args.tracking_uri)
     if not args.experiment:
         return client, None
     ids = []

@@ -49,6 +49,8 @@ def ready(uri: str) -> None:
     # imported outside the lock: MLflow's first open imports it (sqlalchemy, alembic: ~1 s), and
     # inside the lock a packed sweep's first runs started one after another, ~3 s apart
     import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
+
+    # MLflow's own client, not tracking.client's: that one calls this function
     from mlflow.tracking import MlflowClient
 
     lock = lock_path(store)

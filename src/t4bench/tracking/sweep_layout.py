@@ -16,18 +16,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from t4bench.errors import T4BenchError
-from t4bench.tracking import names, search, store_lock
+from t4bench.tracking import names, search
+from t4bench.tracking.client import mlflow_client
 
 
 class SweepIdConflict(T4BenchError):
     """A sweep id already names the parent run of another sweep."""
-
-
-def client(uri: str) -> Any:
-    from mlflow.tracking import MlflowClient
-
-    store_lock.ready(uri)  # two sweeps starting on one new SQLite store: one creates it
-    return MlflowClient(uri)
 
 
 def experiment_id(uri: str, name: str) -> str:
@@ -51,7 +45,8 @@ def for_config(config: Any) -> tuple[Any, str]:
     process (a seed-sweep callback or the Optuna sweeper), before any job has run."""
     ensure_hydra_config(config)
     uri = str(config.tracking.uri)
-    return client(uri), experiment_id(uri, str(config.tracking.experiment))
+    # two sweeps starting on one new SQLite store: one creates it
+    return mlflow_client(uri, new_store=True), experiment_id(uri, str(config.tracking.experiment))
 
 
 def _quote(value: str) -> str:

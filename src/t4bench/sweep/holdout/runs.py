@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from t4bench.errors import RunTerminated
+from t4bench.sweep.recorded_config import config_tags
 from t4bench.sweep.trial_runner import quote
 from t4bench.tracking import names, run_names, sweep_layout
-from t4bench.tracking.optuna_runs import config_tags
 
 if TYPE_CHECKING:
     from pathlib import Path
