@@ -30,6 +30,7 @@ from t4bench.frameworks import EpochLogger, RunResult
 from t4bench.mlperf import MLPerfLog, constants
 from t4bench.stopping import StopRun
 from t4bench.tracking import names
+from t4bench.tracking.epoch_metrics import Evaluated, epoch_metrics
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -320,14 +321,10 @@ def _evaluate(steps: Steps, run: Cadence, tally: _Tally, stats: Mapping[str, flo
     quality = steps.evaluate()
     mlperf.end(constants.EVAL_STOP, epoch_num=epoch_num)
     mlperf.eval_accuracy(quality, epoch_num)
-    tally.metrics = metrics = {
-        **stats,
-        names.EVAL_QUALITY: quality[next(iter(run.target))],
-        **{f"{names.EVAL_PREFIX}{name}": value for name, value in quality.items()},
-        # time since the previous evaluation (the epoch's, with one evaluation per epoch)
-        names.EPOCH_TIME_S: time.perf_counter() - started,
-        names.EPOCH: epochs_done,
-    }
+    # time since the previous evaluation (the epoch's, with one evaluation per epoch)
+    seconds = time.perf_counter() - started
+    evaluated = Evaluated(quality, next(iter(run.target)), epochs_done)
+    tally.metrics = metrics = epoch_metrics(stats, seconds, evaluated)
     run.logger.log_epoch(evaluation, metrics)
     run.progress.epoch_end(epoch_num, metrics, run.bench.throughput_unit)
     if reached_target(quality, run.target):

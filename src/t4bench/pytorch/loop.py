@@ -24,6 +24,7 @@ from t4bench.pytorch.resume import EpochCheckpoints
 from t4bench.pytorch.trainer import LOSS_READ_INTERVAL, Trainer
 from t4bench.stopping import StopRun  # framework-free, so callbacks need not import torch
 from t4bench.tracking import names
+from t4bench.tracking.epoch_metrics import epoch_metrics
 
 __all__ = ["LOSS_READ_INTERVAL", "RunResult", "StopRun", "Trainer", "measure_throughput", "train_to_target"]
 
@@ -112,7 +113,7 @@ def measure_throughput(
             note=str(err),
         )
     elapsed = time.perf_counter() - started
-    metrics = {**stats, names.EPOCH_TIME_S: elapsed}
+    metrics = epoch_metrics(stats, elapsed)
     logger.log_epoch(1, metrics)
     progress.epoch_end(1, metrics, unit)
     mlperf.end(constants.RUN_STOP, status=constants.ABORTED)

@@ -21,7 +21,7 @@ from t4bench.pytorch.context import RunContext
 from t4bench.pytorch.divergence import DivergenceGuard, DivergenceRule
 from t4bench.pytorch.perf import PerfOptions
 from t4bench.pytorch.perf_step import build_step, prefetched
-from t4bench.tracking import names
+from t4bench.tracking.epoch_metrics import train_stats
 
 # how often (in steps) the loss is read back to the host for the progress bar and divergence check;
 # reading it every step would force a device sync per step on GPUs
@@ -119,12 +119,7 @@ class Trainer:
         # the same global numbers on every rank: every rank reaches the same verdict
         reference = reference_sum / self.ctx.world_size if local_reference is not None else None
         self.guard.check(train_loss, "mean train loss", reference=reference)
-        return {
-            names.TRAIN_LOSS: train_loss,
-            names.THROUGHPUT: total_units / slowest if slowest > 0 else 0.0,
-            names.TRAIN_TIME_S: slowest,
-            names.LR: self.current_lr(),
-        }
+        return train_stats(train_loss, total_units, slowest, self.current_lr())
 
     def evaluate(self) -> dict[str, float]:
         """Quality on rank 0 (replicas are identical after each step); every rank gets the result.

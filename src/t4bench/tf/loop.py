@@ -25,6 +25,7 @@ from t4bench.progress import ProgressReporter
 from t4bench.tf.context import StepBatches, TFContext
 from t4bench.tf.trainer import KerasTrainer
 from t4bench.tracking import names
+from t4bench.tracking.epoch_metrics import epoch_metrics
 
 #: MLPerf log key (after run_stop): SHA-256 of each worker's weights, in worker order
 WEIGHTS_DIGESTS = "t4bench_weights_sha256_per_worker"
@@ -104,7 +105,7 @@ def measure_throughput(bench: Benchmark, cfg: DictConfig, ctx: TFContext, servic
         # a throughput measured on a diverged loss is not a throughput
         return RunResult(names.OUTCOME_DIVERGED, 0.0, None, time.perf_counter() - started, float("nan"), note=str(err))
     elapsed = time.perf_counter() - started
-    metrics = {**stats, names.EPOCH_TIME_S: elapsed}
+    metrics = epoch_metrics(stats, elapsed)
     services.logger.log_epoch(1, metrics)
     services.progress.epoch_end(1, metrics, unit)
     mlperf.end(constants.RUN_STOP, status=constants.ABORTED)

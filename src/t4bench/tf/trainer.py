@@ -26,7 +26,7 @@ from t4bench.schedule import base_lr
 from t4bench.tf import schedule as schedules
 from t4bench.tf.context import TFContext
 from t4bench.tf.divergence import DivergenceGuard
-from t4bench.tracking import names
+from t4bench.tracking.epoch_metrics import train_stats
 
 #: how often (in steps) the loss is read back for the progress bar (a read forces a device sync)
 LOSS_READ_INTERVAL = 20
@@ -154,12 +154,7 @@ class KerasTrainer:
             # SyncBatchNorm); their mean makes the copies one model again before evaluation
             self._sync_statistics()
         (slowest,) = self.all_reduce_max([time.perf_counter() - started])
-        return {
-            names.TRAIN_LOSS: mean_loss,
-            names.THROUGHPUT: done / slowest if slowest > 0 else 0.0,
-            names.TRAIN_TIME_S: slowest,
-            names.LR: self.current_lr(),
-        }
+        return train_stats(mean_loss, done, slowest, self.current_lr())
 
     def evaluate(self) -> dict[str, float]:
         """The benchmark's quality metrics (every worker gets the same)."""
