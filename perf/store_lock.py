@@ -1,5 +1,5 @@
 """How long N processes that open one existing SQLite MLflow store at once wait in
-`t4bench.runs.store.ready` (a benchmark, not a test).
+`t4bench.tracking.store_lock.ready` (a benchmark, not a test).
 
 A packed sweep's first N runs each open the store once, under its file lock. If MLflow's first
 open also imports its SQL store module (sqlalchemy, alembic) inside the lock, the opens run one

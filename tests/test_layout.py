@@ -197,6 +197,37 @@ def test_imports_flow_one_way_even_counting_type_only_imports() -> None:
     assert not cycles(graph), "import cycles, TYPE_CHECKING imports included:\n" + describe(graph, lines)
 
 
+#: the packages tracking/ never reaches, directly or through another module: it is the floor they
+#: stand on (issue 51: MLflow in one package, no package-level two-way import)
+ABOVE_TRACKING = ("t4bench.sweep", "t4bench.preflight", "t4bench.pytorch", "t4bench.tf", "t4bench.benchmarks")
+
+
+def in_package(module: str, package: str) -> bool:
+    return module == package or module.startswith(f"{package}.")
+
+
+def test_tracking_is_a_low_floor() -> None:
+    graph, lines = import_graph(deferred=True, type_only=True)
+    tracking = {name for name in graph if in_package(name, "t4bench.tracking")}
+    assert "t4bench.tracking.names" in tracking, sorted(tracking)
+    reached: dict[str, str] = {}  # module outside tracking/ -> the import that reaches it
+    todo = [(name, target) for name in sorted(tracking) for target in sorted(graph[name])]
+    while todo:
+        source, target = todo.pop()
+        if target in tracking or target in reached:
+            continue
+        reached[target] = f"{source} -> {target} (line {lines[source, target]})"
+        todo.extend((target, nxt) for nxt in sorted(graph[target]))
+    above = [why for target, why in sorted(reached.items()) if target.startswith(ABOVE_TRACKING)]
+    assert not above, "tracking/ reaches packages above it:\n" + "\n".join(above)
+    back = [
+        f"{why}, which imports {sorted(graph[target] & tracking)}"
+        for target, why in sorted(reached.items())
+        if graph[target] & tracking
+    ]
+    assert not back, "tracking/ imports a module that imports tracking/ back:\n" + "\n".join(back)
+
+
 #: the framework-free core may have at most this many modules directly under src/t4bench/ (31 since
 #: resources.py, where the package finds its conf/ and sweeps/, joined the core)
 MAX_TOP_LEVEL = 31

@@ -179,7 +179,7 @@ def shown_names(page: Any, url: str) -> dict[str, tuple[bool, int]]:
 
 @pytest.mark.slow
 def test_run_names_show_whole_in_the_run_name_column(server: str) -> None:
-    """In a real browser: t4bench's run names, and names as long as t4bench.run_names allows at
+    """In a real browser: t4bench's run names, and names as long as t4bench.tracking.run_names allows at
     each nesting depth (digits, the widest glyphs of its names), end in no ellipsis; one longer
     name does (the check can see a cut name)."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -1,4 +1,4 @@
-"""Run names (t4bench.run_names) that show whole in MLflow's Run Name column at each run's nesting
+"""Run names (t4bench.tracking.run_names) that show whole in MLflow's Run Name column at each run's nesting
 depth, tell what the run is, and stay apart; the browser check of the same is in test_mlflow_ui."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A new SQLite MLflow store opened by several processes at once (t4bench.runs.store): without the
+"""A new SQLite MLflow store opened by several processes at once (t4bench.tracking.store_lock): without the
 lock, MLflow's schema creation races ("table _alembic_tmp_... already exists"); measured here with
 four bare MlflowClients started together, 11 of 12 failed, and this test failed with the lock
 taken out."""

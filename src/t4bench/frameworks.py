@@ -78,7 +78,7 @@ class RunServices:
 class TrainResult(Protocol):
     """What training returns (`t4bench.pytorch.loop.RunResult` is one)."""
 
-    #: one of mlflow_names.OUTCOME_* (converged, not_converged, diverged, pruned, throughput_only)
+    #: one of tracking.names.OUTCOME_* (converged, not_converged, diverged, pruned, throughput_only)
     outcome: str
     #: epochs trained (fractional when evaluations fall inside an epoch)
     epochs_run: float
@@ -107,7 +107,7 @@ class TrainResult(Protocol):
 class RunResult:
     """The `TrainResult` every framework's loop returns."""
 
-    #: one of mlflow_names.OUTCOME_* (converged, not_converged, diverged, pruned, throughput_only)
+    #: one of tracking.names.OUTCOME_* (converged, not_converged, diverged, pruned, throughput_only)
     outcome: str
     #: epochs of training done (fractional when the run stopped within an epoch)
     epochs_run: float

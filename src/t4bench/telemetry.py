@@ -7,7 +7,7 @@ thread never waits on NVML or on the tracking store. At the end it gives summary
 (`energy_to_train_kj`, `avg_power_w`, `max_temp_c`, `throttled_fraction`, ...) over the training
 window (MLPerf run_start..run_stop when marked, else the whole sampling time) and inventory tags.
 
-The series it logs are the ones MLflow's own GPU monitor (`t4bench.system_metrics`) lacks, named
+The series it logs are the ones MLflow's own GPU monitor (`t4bench.tracking.system_metrics`) lacks, named
 as MLflow names its own (`system/gpu_<NVML index>_<what>_<unit>`) so the run page's System metrics
 tab shows them beside MLflow's utilization, memory and power of the same GPU: temperature, SM
 clock, throttling and energy (`SERIES`).

@@ -6,7 +6,7 @@ parameter at the low end of its range and at the high end, so an unknown paramet
 reaching a bad value is named before the study exists), then checked: Hydra's composition errors,
 `+` keys no code reads (t4bench.preflight.overrides), every config value (t4bench.preflight.config), the scale
 (t4bench.preflight.hardware), a sweep's search ranges (t4bench.sweep.space), its output folder, its
-Optuna storage and the tracking store (t4bench.preflight.storage), the data files' structure (the
+Optuna storage and the tracking store (t4bench.tracking.store_probe), the data files' structure (the
 benchmark's `check_inputs`). Each failure is one `T4BenchError` line.
 
 Hydra, OmegaConf and the standard library load at import (~0.3 s per composition); the

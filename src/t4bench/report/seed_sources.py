@@ -91,7 +91,7 @@ def sweep_runs(client: Any, exp_id: str, sweep_id: str) -> tuple[pd.DataFrame, l
                 "max_epochs": result["max_epochs"],
                 "start_time": run.info.start_time or 0,
                 "commit": run.data.tags.get(names.MLFLOW_GIT_COMMIT, ""),
-                # t4bench's own tags are in the run's tag file (t4bench.tracking.store_tags)
+                # t4bench's own tags are in the run's tag file (t4bench.tracking.run.store_tags)
                 "device": run_tags(client, run).get(names.DEVICE, ""),
                 "settings": " ".join(
                     f"{key}={params[key]}"

@@ -4,7 +4,7 @@ One call of `OptunaStudyRunner.run` is one worker process:
     workers.Workers        extra worker processes on this machine (n_jobs)
     trial_queue.TrialQueue the next trial, exactly n_trials over all workers; stale trials redone
     trial_runner           one trial: a Hydra job per seed, the robust objective, study.tell
-    optuna_runs            the sweep's MLflow parent and trial runs
+    tracking.optuna_runs   the sweep's MLflow parent and trial runs
     holdout                `validate_seeds`: the held-out validation instead of trials
 
 This module builds the study (sampler, pruner, the settings recorded as study user attributes)

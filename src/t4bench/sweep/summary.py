@@ -173,7 +173,7 @@ class SweepSummaryCallback(Callback):
         node = config.hydra.sweeper.get("params")  # +sweeps=<name> files sweep here
         params = OmegaConf.to_container(node, resolve=False) if isinstance(node, DictConfig) else {}
         assert isinstance(params, dict)
-        # the jobs' runs are named by their values of the swept keys (t4bench.run_names.job)
+        # the jobs' runs are named by their values of the swept keys (t4bench.tracking.run_names.job)
         swept = run_names.swept_keys([*overrides, *("=".join((str(k), str(v))) for k, v in params.items())])
         exported = {ENV_SWEEP_ID: self.sweep_id, ENV_PARENT: self.parent_id, run_names.ENV_SWEPT_KEYS: ",".join(swept)}
         for key, value in exported.items():

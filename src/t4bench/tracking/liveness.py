@@ -14,7 +14,7 @@ is created first and tagged by its heartbeat a moment later: one with no heartbe
 what it belongs to (its parent run, closed as gone: its in-process children go with it) and by its
 age (`NO_BEAT_LIMIT_S` after its start). Runs without t4bench tags (other tools') are left alone.
 
-The command line (`python -m t4bench.runs repair`) is `t4bench.runs.__main__`.
+The command line (`python -m t4bench.runs repair`) is `t4bench.tracking.runs_command`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ sweeps and the UI read. One place, so a rename is one edit and a typo is a NameE
 silently missing column.
 
 Values are plain strings (MLflow's own types); nothing here imports MLflow. Run names are made
-in t4bench.run_names.
+in t4bench.tracking.run_names.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ PID_START = "t4bench.pid_start"
 PID_NAMESPACE = "t4bench.pid_namespace"
 REPAIRED = "t4bench.repaired"
 
-# --- tags of sweeps (layout in t4bench.sweep.mlflow_layout) ------------------------------------
+# --- tags of sweeps (layout in t4bench.tracking.sweep_layout) ---------------------------------
 SWEEP_ROLE = "t4bench.sweep_role"
 SWEEP_KIND = "t4bench.sweep_kind"
 #: what a parent run belongs to: "optuna:<study>@<storage>#<study uid>", "seeds:<sweep dir>", ...
@@ -125,7 +125,7 @@ REPORT_FILTER = "t4bench.report.filter"
 NAMESPACE = "t4bench."
 #: the t4bench tags kept on the run: what a person compares, filters or groups on in the runs
 #: table, and what searches (sweeps, reports) filter on. Every other t4bench tag is written to
-#: the run's RUN_TAGS_FILE artifact (read back with t4bench.tracking.run_tags), so a run carries
+#: the run's RUN_TAGS_FILE artifact (read back with t4bench.tracking.run.run_tags), so a run carries
 #: at most 20 tags with MLflow's own (name, parent, commit): 10 on every training run, 3 more in a
 #: sweep, 4 that only some runs have. MLflow's own tags and a user's own (tracking.tags outside
 #: t4bench.) always stay. A tag written straight to the run (the heartbeat's liveness tags, which

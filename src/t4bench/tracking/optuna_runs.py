@@ -1,11 +1,11 @@
-"""The MLflow runs of one Optuna sweep (layout in mlflow_layout and docs/sweeps.md):
+"""The MLflow runs of one Optuna sweep (layout in sweep_layout and docs/sweeps.md):
 
     <study>-<uid4>              parent: the sweep's fixed params (the composed config minus the
                                 searched keys), model/hw/scale tags, best-trial tags and metrics
       trial-007                 one run per trial: its parameters, per-seed distribution metrics
         seed=101                the training runs (named through tracking.run_name)
 
-Names fit the runs table's Run Name column at each run's depth (t4bench.run_names): a longer one
+Names fit the runs table's Run Name column at each run's depth (t4bench.tracking.run_names): a longer one
 keeps its head and a hash of the whole (`gnmt_ding_tu~3f9a`); the tags keep the long identity.
 
 The parent belongs to one study: the study keeps the parent's run id as a user attribute, and the
@@ -13,7 +13,7 @@ parent carries the study's identity tag (study name, storage and a uid made with
 resumed sweep reopens its own parent and another study reusing the sweep id fails with one line.
 
 A process may die between any two writes (t4bench.faults.TRIAL_START_STEPS), so parent and trial
-runs are created with every tag in the one create call, their owner's (`runs.liveness.owner_tags`)
+runs are created with every tag in the one create call, their owner's (`liveness.owner_tags`)
 included: a run that exists is findable (by sweep id and identity) and closable (`runs repair`, or
 the next run of the sweep, which repairs its experiment first) whatever step the process died at.
 Tags beyond the run's budget move to its tag file when it ends.

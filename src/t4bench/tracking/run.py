@@ -1,9 +1,9 @@
-"""MLflow tracking: creating, filling and closing one run. The names are in `t4bench.mlflow_names`.
+"""MLflow tracking: creating, filling and closing one run. The names are in `t4bench.tracking.names`.
 
 Contract (reports, sweeps and the UI depend on these names):
 - params: the resolved config, flattened (`model.lr`, `hw.name`, `seed`, ...)
 - tags: t4bench.model / hw / hw_count / scale / framework / outcome / throughput_unit on the run
-  (`mlflow_names.RUN_TAGS`); every other t4bench tag (versions, perf options, devices, liveness)
+  (`names.RUN_TAGS`); every other t4bench tag (versions, perf options, devices, liveness)
   in the run's `run_tags.json` artifact — `run_tags(client, run)` reads both
 - per-epoch metrics (step = epoch): eval_quality, train_loss, epoch_time_s, throughput
 - summary metrics: epochs_run, run_train_s, run_wall_s, converged, avg_throughput on every run;
@@ -11,9 +11,9 @@ Contract (reports, sweeps and the UI depend on these names):
   a run that did not reach its target)
 - artifacts: the resolved config YAML and the MLPerf log
 - system metrics (`system/...`, the run page's System metrics tab): MLflow's own monitor, started
-  by the process that logs the run's metrics (`t4bench.system_metrics`)
+  by the process that logs the run's metrics (`t4bench.tracking.system_metrics`)
 
-Experiments are made classic-ML (not GenAI) with a description (`t4bench.experiments`).
+Experiments are made classic-ML (not GenAI) with a description (`t4bench.tracking.experiments`).
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def git_commit() -> str | None:
 
 
 def default_run_name(cfg: DictConfig, env: RunPlace) -> str:
-    """The run's name when tracking.run_name gives none (t4bench.run_names.job)."""
+    """The run's name when tracking.run_name gives none (t4bench.tracking.run_names.job)."""
     return run_names.job(cfg, env.hw.name, env.world_size)
 
 

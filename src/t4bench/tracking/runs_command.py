@@ -1,6 +1,6 @@
 """`python -m t4bench.runs list|repair [--tracking-uri URI] [--experiment NAME]` (also `t4bench runs
 ...`): the MLflow runs still RUNNING, and whether the process of each is alive (`list`); those whose
-process is gone marked KILLED (`repair`, `t4bench.runs.liveness.repair`). Bad input is one line
+process is gone marked KILLED (`repair`, `t4bench.tracking.liveness.repair`). Bad input is one line
 `t4bench: error: ...` and exit status 2."""
 
 from __future__ import annotations

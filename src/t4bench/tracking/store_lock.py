@@ -12,7 +12,7 @@ process that can open the store shares it whatever its temp directory (Slurm job
 other users have their own); the preflight has already checked that the folder is writable. Server
 stores (PostgreSQL, MySQL, HTTP) migrate on their own side and are left alone.
 
-An existing file is judged read-only first (`t4bench.preflight.storage.tracking`): MLflow writes
+An existing file is judged read-only first (`t4bench.tracking.store_probe.tracking`): MLflow writes
 its schema into any SQLite file it opens, so another application's database, an empty or a
 truncated file is refused in one line and left as it was, whichever code path got here.
 """

@@ -222,7 +222,7 @@ def cut_short(path: Path) -> str | None:
 
 
 def _creator_done(path: Path) -> None:
-    """Wait while another process holds the store's creation lock (`t4bench.runs.store`): an empty
+    """Wait while another process holds the store's creation lock (`t4bench.tracking.store_lock`): an empty
     file with the lock held is a store that process is creating. Only an existing lock file is
     taken (taking it makes the file otherwise), and only briefly."""
     lock = path.with_name(path.name + ".lock")

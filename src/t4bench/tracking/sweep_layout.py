@@ -154,7 +154,7 @@ def log_metrics(mlflow: Any, run_id: str, metrics: Mapping[str, float], step: in
 
 
 def set_tags(mlflow: Any, run_id: str, tags: Mapping[str, Any]) -> None:
-    """On the run or in its tag file (`t4bench.tracking.store_tags`)."""
+    """On the run or in its tag file (`t4bench.tracking.run.store_tags`)."""
     from t4bench.tracking.run import store_tags
 
     store_tags(mlflow, run_id, tags)
