@@ -16,6 +16,7 @@ from hydra import compose, initialize_config_dir
 
 from t4bench.errors import T4BenchError
 from t4bench.preflight import config as validation
+from t4bench.preflight import places
 from t4bench.tracking import store_probe as probe
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,7 +85,7 @@ def test_probe_sqlite_stores(tmp_path: Path) -> None:
         conn.executescript("CREATE TABLE studies(x); CREATE TABLE trials(x); CREATE TABLE version_info(x);")
     with pytest.raises(T4BenchError, match="is a SQLite database but not an MLflow tracking store"):
         probe.tracking(f"sqlite:///{optuna_db}")
-    probe.optuna_storage(f"sqlite:///{optuna_db}")
+    places.optuna_storage(f"sqlite:///{optuna_db}")
     with pytest.raises(T4BenchError, match=r"folder .*nowhere does not exist"):
         probe.tracking(f"sqlite:///{tmp_path / 'nowhere' / 'mlflow.db'}")
 
@@ -99,7 +100,7 @@ def test_probe_sqlite_stores(tmp_path: Path) -> None:
 )
 def test_probe_optuna_storage(storage: str, expected: str) -> None:
     with pytest.raises(T4BenchError) as err:
-        probe.optuna_storage(storage)
+        places.optuna_storage(storage)
     assert expected in one_line(err) and "secret" not in str(err.value)
 
 
@@ -107,16 +108,16 @@ def test_probe_journal_in_a_file(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
     with pytest.raises(T4BenchError, match="is not a directory"):
-        probe.optuna_storage(f"journal:{blocker / 'optuna.journal'}")
-    probe.optuna_storage(str(tmp_path / "sweep" / "optuna.journal"))  # made on first write
+        places.optuna_storage(f"journal:{blocker / 'optuna.journal'}")
+    places.optuna_storage(str(tmp_path / "sweep" / "optuna.journal"))  # made on first write
 
 
 def test_probe_working_dir_skipped_when_output_moved(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
     with pytest.raises(T4BenchError, match=r"working directory: .* is not a directory"):
-        probe.working_dir([], cwd=blocker)
-    probe.working_dir([f"hydra.run.dir={tmp_path}"], cwd=blocker)
+        places.working_dir([], cwd=blocker)
+    places.working_dir([f"hydra.run.dir={tmp_path}"], cwd=blocker)
 
 
 # ------------------------------------------------------------------------------ config rules

@@ -27,7 +27,7 @@ from omegaconf import DictConfig
 
 from t4bench import run_env
 from t4bench.errors import RunTerminated, T4BenchError
-from t4bench.preflight import command_line, overrides
+from t4bench.preflight import command_line, overrides, places
 from t4bench.tracking import store_probe as probe
 
 #: what ranks > 0 of an outer launcher add to their command line: no `.hydra/` record and no job
@@ -109,7 +109,7 @@ def main() -> None:
     warnings.filterwarnings("ignore", message=r"(?s).*validated against ConfigStore schema with the same name")
     try:
         rank = run_env.launched_rank()
-        probe.working_dir(sys.argv[1:])  # Hydra makes its output folder before any t4bench code runs
+        places.working_dir(sys.argv[1:])  # Hydra makes its output folder before any t4bench code runs
         # the command line composed and checked as Hydra will compose it: nothing exists yet
         command_line.check(sys.argv[1:])
     except T4BenchError as err:  # a launcher variable that is not a number, an unwritable cwd, bad input

@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from t4bench.errors import T4BenchError
 from t4bench.preflight import config as validation
-from t4bench.preflight import hardware, overrides, slurm, study_matrix
+from t4bench.preflight import hardware, overrides, places, slurm, study_matrix
 from t4bench.run_env import RunEnvironment
 from t4bench.tracking import store_probe as probe
 
@@ -201,7 +201,7 @@ def check(argv: Sequence[str]) -> None:
     _check_output(cfg, "hydra.sweep.dir")
     storage = OmegaConf.select(cfg, "hydra.sweeper.storage", default=None)
     if storage:
-        probe.optuna_storage(str(storage))
+        places.optuna_storage(str(storage))
     plain_params, searched = _searched(cfg, [o for o in parsed if o.is_sweep_override()])
     for high in (False, True):
         sampled = [_sample(override, high) for override in searched]

@@ -1,7 +1,8 @@
-"""Probe the places a run writes to before it starts: the MLflow tracking store, the Optuna
-storage and the working directory. Each check is short (one request with a timeout, one SQLite
-open) and raises one `T4BenchError` line saying what is wrong and what to do, instead of MLflow's
-minutes of HTTP retries or a traceback from deep inside SQLAlchemy.
+"""Probe the MLflow tracking store before anything opens it (the SQLite and SQL-server checks are
+shared with the Optuna storage's probe, `t4bench.preflight.places`). Each check is short (one
+request with a timeout, one SQLite open) and raises one `T4BenchError` line saying what is wrong
+and what to do, instead of MLflow's minutes of HTTP retries or a traceback from deep inside
+SQLAlchemy.
 
 Only the standard library loads here (SQLAlchemy only for a server database URL).
 """
@@ -18,7 +19,6 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
 from pathlib import Path
 
 from t4bench.errors import T4BenchError
@@ -26,10 +26,6 @@ from t4bench.errors import T4BenchError
 TIMEOUT_S = 5.0
 #: tables every MLflow SQL store has (created by its migrations)
 MLFLOW_TABLES = frozenset({"experiments", "runs", "alembic_version"})
-#: tables of an Optuna RDB storage
-OPTUNA_TABLES = frozenset({"studies", "trials", "version_info"})
-#: Hydra options that move its output directory away from the working directory
-_OUTPUT_OPTIONS = ("hydra.run.dir", "hydra.sweep.dir")
 
 
 #: free space a store's filesystem must have for a run (params, metrics, tags: a few MB at most)
@@ -157,7 +153,7 @@ def sqlite_tables(path: Path) -> set[str]:
     return {str(name) for (name,) in rows}
 
 
-def _probe_sqlite(
+def probe_sqlite(
     url: str,
     path: Path,
     key: str,
@@ -265,7 +261,7 @@ def _read_only_mount(path: Path) -> bool:
         return False
 
 
-def _probe_sql_server(url: str, key: str, timeout_s: float) -> None:
+def probe_sql_server(url: str, key: str, timeout_s: float) -> None:
     """postgresql://, mysql://, ...: connect once with a connect timeout."""
     try:
         import sqlalchemy
@@ -277,10 +273,10 @@ def _probe_sql_server(url: str, key: str, timeout_s: float) -> None:
         with engine.connect():
             pass
     except Exception as err:  # driver missing, refused, auth: all one line for the user
-        raise T4BenchError(f"{key}={_hide_password(url)}: cannot connect ({_first_line(err)})") from None
+        raise T4BenchError(f"{key}={hide_password(url)}: cannot connect ({_first_line(err)})") from None
 
 
-def _hide_password(url: str) -> str:
+def hide_password(url: str) -> str:
     parts = urllib.parse.urlsplit(url)
     if parts.password:
         netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
@@ -299,7 +295,7 @@ def tracking(uri: str, timeout_s: float = TIMEOUT_S, *, must_exist: bool = False
         return
     path = sqlite_path(uri)
     if path is not None:
-        _probe_sqlite(
+        probe_sqlite(
             uri, path, "tracking.uri", MLFLOW_TABLES, "an MLflow tracking store", must_exist=must_exist, writes=writes
         )
         return
@@ -314,70 +310,5 @@ def tracking(uri: str, timeout_s: float = TIMEOUT_S, *, must_exist: bool = False
             raise T4BenchError(f"tracking.uri={uri}: {problem}")
         return
     if scheme.startswith(("postgresql", "mysql", "mssql")):
-        _probe_sql_server(uri, "tracking.uri", timeout_s)
+        probe_sql_server(uri, "tracking.uri", timeout_s)
     # databricks, custom plugins: their client decides
-
-
-# --------------------------------------------------------------------------------------------
-# Optuna storage
-
-
-def optuna_storage(storage: str, timeout_s: float = TIMEOUT_S) -> None:
-    """The storage string of the sweeper (`journal:<path>`, `<path>.journal`, or an SQLAlchemy URL):
-    a known scheme, a reachable server, an SQLite file that is an Optuna one (or new)."""
-    key = "hydra.sweeper.storage"
-    if storage.startswith("journal:") or storage.endswith(".journal"):
-        path = Path(storage.removeprefix("journal:")).expanduser()
-        problem = writable_dir_problem(path.resolve().parent)
-        if problem:
-            raise T4BenchError(f"{key}={storage}: {problem}")
-        if path.exists() and not path.is_file():
-            raise T4BenchError(f"{key}={storage}: {path} is not a file")
-        return
-    scheme = urllib.parse.urlsplit(storage).scheme.lower()
-    base = scheme.split("+", 1)[0]
-    if base == "sqlite":
-        db = sqlite_path(storage)
-        if db is None:
-            raise T4BenchError(f"{key}={storage}: give a file, sqlite:///<path> (an in-memory SQLite is lost at exit)")
-        _probe_sqlite(storage, db, key, OPTUNA_TABLES, "an Optuna storage")
-        return
-    if base in ("postgresql", "mysql"):
-        _probe_sql_server(storage, key, timeout_s)
-        return
-    raise T4BenchError(
-        f"{key}={_hide_password(storage)}: unknown storage; use journal:<file>, <file>.journal, "
-        "sqlite:///<file>, postgresql://user@host/db or mysql://user@host/db"
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# the working directory (Hydra writes outputs/ there before any t4bench code runs)
-
-
-def working_dir(argv: Sequence[str], cwd: Path | None = None) -> None:
-    """Before Hydra starts: it makes `outputs/` (or `multirun/`) in the working directory, or the
-    folder `hydra.run.dir` / `hydra.sweep.dir` names, and fails with a traceback when it cannot
-    (a read-only mount, a path under a regular file)."""
-    folder = cwd or Path.cwd()
-    given = {}
-    for arg in argv:
-        key, sep, value = arg.partition("=")
-        if sep:
-            given[key.lstrip("+~")] = value.strip("'\"")
-    explicit = [(option, given[option]) for option in _OUTPUT_OPTIONS if option in given]
-    for option, value in explicit:
-        # the fixed part of the path: an interpolation such as ${now:...} is filled in later
-        fixed = Path(value.split("${", 1)[0] or ".")
-        target = fixed if fixed.is_absolute() else folder / fixed
-        problem = writable_dir_problem(target)
-        if problem:
-            raise T4BenchError(f"{option}={value}: {problem}; Hydra writes the run's outputs there")
-    if explicit:
-        return
-    problem = writable_dir_problem(folder)
-    if problem:
-        raise T4BenchError(
-            f"working directory: {problem}; Hydra writes outputs/ there: run from a writable directory "
-            "or give hydra.run.dir=<writable dir> (and MLFLOW_TRACKING_URI for the runs)"
-        )
