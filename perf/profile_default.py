@@ -39,7 +39,7 @@ from t4bench import hardware
 from t4bench.benchmark import benchmark_class
 from t4bench.pytorch import perf_profiles
 from t4bench.tracking import names
-from t4bench.tracking.run import run_tags
+from t4bench.tracking.tags import run_tags
 
 REPO = Path(__file__).resolve().parents[1]
 #: the MLflow store harness_overhead.t4bench_metrics gives every run under the work folder

@@ -121,7 +121,7 @@ def run_rows(work: Path, model: str) -> list[dict[str, Any]]:
     """One dict per finished seed run of the sweep's store."""
     from mlflow.tracking import MlflowClient
 
-    from t4bench.tracking.run import run_tags
+    from t4bench.tracking.tags import run_tags
 
     client = MlflowClient(f"sqlite:///{work / 'mlflow.db'}")
     experiment = client.get_experiment_by_name(f"t4bench-{model}")

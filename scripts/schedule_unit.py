@@ -18,7 +18,7 @@ from typing import Any
 from mlflow.tracking import MlflowClient
 
 from t4bench.tracking import names
-from t4bench.tracking.run import run_tags
+from t4bench.tracking.tags import run_tags
 
 COLUMNS = ["model", "N", "unit", "seed", "epochs_to_converge", "outcome"]
 

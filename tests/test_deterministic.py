@@ -46,7 +46,7 @@ def test_two_runs_of_one_seed_repeat_each_other_and_are_tagged(tmp_path: Path) -
     assert proc.returncode == 0, proc.stderr[-3000:]
     from mlflow.tracking import MlflowClient
 
-    from t4bench.tracking.run import run_tags
+    from t4bench.tracking.tags import run_tags
 
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("t4bench-gnmt")

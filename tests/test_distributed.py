@@ -17,7 +17,7 @@ from conftest import REPO, all_runs, start_cli
 
 from t4bench.__main__ import rank_overrides
 from t4bench.pytorch import distributed
-from t4bench.tracking.run import run_tags
+from t4bench.tracking.tags import run_tags
 
 FAST = ("max_epochs=1", "model.batch_size=4096", "progress=plain")
 

@@ -21,7 +21,7 @@ import pytest
 from t4bench import frameworks
 from t4bench.benchmark import Benchmark
 from t4bench.errors import T4BenchError
-from t4bench.tracking.run import run_tags
+from t4bench.tracking.tags import run_tags
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 
 from t4bench import hardware
 from t4bench.errors import T4BenchError
-from t4bench.tracking.run import run_tags
+from t4bench.tracking.tags import run_tags
 
 FAST = ("max_epochs=1", "model.batch_size=4096", "progress=plain")
 GPU_PROFILES = ("t4", "v100-pcie", "v100-sxm2", "a100", "h100", "h200")

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from conftest import REPO, all_runs, run_context
 
-from t4bench.tracking.run import run_tags
+from t4bench.tracking.tags import run_tags
 
 FAST = ("max_epochs=1", "model.batch_size=4096", "progress=plain")
 #: the fp16 step check: learning rate, loss scale, per-rank batch

@@ -22,7 +22,8 @@ from conftest import run_cli
 from mlflow.tracking import MlflowClient
 
 from t4bench.tracking import experiments, system_metrics
-from t4bench.tracking.run import RunTracker, run_tags
+from t4bench.tracking.run import RunTracker
+from t4bench.tracking.tags import run_tags
 
 EXPERIMENT = "t4bench-ncf"
 PARENT = "mlflow.parentRunId"
@@ -308,7 +309,7 @@ def test_tags_past_the_run_budget_go_to_one_file(tmp_path: Path) -> None:
     its run_tags.json, merged over calls; tags written straight on the run move there at its end."""
     from t4bench.report.query import QueryError, parse_tag
     from t4bench.tracking import names
-    from t4bench.tracking import run as tracking
+    from t4bench.tracking import tags as tracking
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)

@@ -11,7 +11,7 @@ import torch
 from conftest import DATA_ROOT, compose, only_run, run_context
 
 from t4bench.benchmarks.ncf.gpu_data import GpuNegativeSampler, GpuResidentNCF
-from t4bench.tracking.run import run_tags
+from t4bench.tracking.tags import run_tags
 
 
 def test_device_sampler_draws_only_unseen_negatives_and_shards_cover_the_epoch() -> None:

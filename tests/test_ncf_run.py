@@ -13,7 +13,7 @@ import pytest
 from conftest import all_runs, start_cli
 
 from t4bench.tracking import names
-from t4bench.tracking.run import file_tags, run_tags
+from t4bench.tracking.tags import file_tags, run_tags
 
 EXPERIMENT = "t4bench-ncf"
 CONTRACT_TAGS = (

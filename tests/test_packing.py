@@ -15,7 +15,7 @@ from omegaconf import open_dict
 from t4bench import hardware, packing
 from t4bench.errors import T4BenchError
 from t4bench.tracking import names
-from t4bench.tracking.run import run_tags
+from t4bench.tracking.tags import run_tags
 
 H200_GIB = [139.8]  # what NVML reports for an H200 (the pure check's input here: no NVML on CPU)
 

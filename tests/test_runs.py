@@ -19,7 +19,7 @@ from mlflow.tracking import MlflowClient
 
 from t4bench.tracking import liveness as runs
 from t4bench.tracking import names
-from t4bench.tracking.run import run_tags
+from t4bench.tracking.tags import run_tags
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {

@@ -17,7 +17,7 @@ from t4bench.progress import ProgressReporter
 from t4bench.pytorch import shape_warmup
 from t4bench.pytorch.perf import PerfConfigError, PerfOptions
 from t4bench.pytorch.trainer import Trainer
-from t4bench.tracking.run import run_tags
+from t4bench.tracking.tags import run_tags
 
 pytestmark = pytest.mark.skipif(
     not (DATA_ROOT / "translation" / "mini" / "spm.model").is_file(), reason="translation mini not prepared"

@@ -21,7 +21,7 @@ from slurm_cluster import SlurmCluster, missing, start
 
 from t4bench.sweep import slurm
 from t4bench.tracking import names
-from t4bench.tracking.run import run_tags
+from t4bench.tracking.tags import run_tags
 
 NCF_MINI = ("model=ncf", "max_epochs=1", "progress=plain", "tracking.system_metrics_interval_s=0")
 

@@ -17,7 +17,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from t4bench.tracking.run import run_tags
+from t4bench.tracking.tags import run_tags
 from tests.conftest import DATA_ROOT, all_runs
 from tests.test_run_names import names_that_do_not_fit
 from tests.test_sweep_units import postgres_url  # noqa: F401  (fixture: a throwaway PostgreSQL server)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from t4bench.tracking.run import run_tags
+from t4bench.tracking.tags import run_tags
 from tests.conftest import all_runs, only_run
 
 pytest.importorskip("tensorflow")  # the extra: pip install .[tensorflow]

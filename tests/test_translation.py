@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import DATA_ROOT, all_runs, compose, only_run
 
-from t4bench.tracking.run import run_tags
+from t4bench.tracking.tags import run_tags
 
 MINI_TARGET = {"gnmt": 60.0, "transformer": 45.0}
 CONTRACT_TAGS = (

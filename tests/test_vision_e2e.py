@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import DATA_ROOT, all_runs, only_run
 
-from t4bench.tracking.run import run_tags
+from t4bench.tracking.tags import run_tags
 
 VISION = ("resnet50", "ssd", "maskrcnn")
 #: the README's MLflow contract

@@ -174,7 +174,7 @@ class Checks:
 
     def telemetry_plausible(self, check: str, run: Any) -> None:
         """Summary metrics, per-GPU series and inventory tags of one telemetry-on run."""
-        from t4bench.tracking.run import run_tags
+        from t4bench.tracking.tags import run_tags
 
         tags, metrics = run_tags(self.client, run), run.data.metrics  # telemetry and inventory: its tag file
         if not tags.get("t4bench.telemetry", "").startswith("on"):

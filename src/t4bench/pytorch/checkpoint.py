@@ -277,7 +277,7 @@ def resolve(resume: str, tracking_uri: str | None = None) -> Path:
         from mlflow.exceptions import MlflowException
 
         from t4bench.tracking.client import mlflow_client
-        from t4bench.tracking.run import run_tags
+        from t4bench.tracking.tags import run_tags
 
         client = mlflow_client(tracking_uri)
         try:

@@ -85,7 +85,7 @@ def check_status(wanted: str, run: Any, allow_finished: bool) -> None:
 
 def restore(client: Any, run_id: str, status: str, outcome: str | None) -> None:
     """Put a FINISHED run's status and outcome back after a resumed attempt on it failed."""
-    from t4bench.tracking.run import store_tags
+    from t4bench.tracking.tags import store_tags
 
     store_tags(client, run_id, {**({names.OUTCOME: outcome} if outcome else {}), RESUME_FAILED_TAG: "true"})
     client.set_terminated(run_id, status=status)

@@ -25,7 +25,7 @@ from mlflow.tracking import MlflowClient
 from t4bench.mlperf import mlperf_name, ruleset
 from t4bench.report.query import QueryError
 from t4bench.tracking import names
-from t4bench.tracking.run import run_tags
+from t4bench.tracking.tags import run_tags
 
 LOG_ARTIFACT = names.MLPERF_LOG_FILE
 

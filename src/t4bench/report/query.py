@@ -20,7 +20,7 @@ from mlflow.tracking import MlflowClient
 from t4bench.report import configs
 from t4bench.report.errors import ReportError
 from t4bench.tracking import names
-from t4bench.tracking.run import kept_on_run
+from t4bench.tracking.tags import kept_on_run
 
 REPORT_TAG = names.REPORT
 ROLE_TAG = names.SWEEP_ROLE

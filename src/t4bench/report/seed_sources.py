@@ -60,7 +60,7 @@ def sweep_runs(client: Any, exp_id: str, sweep_id: str) -> tuple[pd.DataFrame, l
     """(one row per FINISHED training run of the sweep, the runs of it that did not finish). The
     repeat of a run is its place among the runs of its (seed, data_seed) pair, oldest first."""
     from t4bench.tracking import sweep_layout
-    from t4bench.tracking.run import run_tags
+    from t4bench.tracking.tags import run_tags
 
     found = sweep_layout.find_runs(client, exp_id, sweep_id, None)
     if not found:
@@ -91,7 +91,7 @@ def sweep_runs(client: Any, exp_id: str, sweep_id: str) -> tuple[pd.DataFrame, l
                 "max_epochs": result["max_epochs"],
                 "start_time": run.info.start_time or 0,
                 "commit": run.data.tags.get(names.MLFLOW_GIT_COMMIT, ""),
-                # t4bench's own tags are in the run's tag file (t4bench.tracking.run.store_tags)
+                # t4bench's own tags are in the run's tag file (t4bench.tracking.tags.store_tags)
                 "device": run_tags(client, run).get(names.DEVICE, ""),
                 "settings": " ".join(
                     f"{key}={params[key]}"
@@ -107,7 +107,7 @@ def sweep_runs(client: Any, exp_id: str, sweep_id: str) -> tuple[pd.DataFrame, l
 
 def _about(client: Any, exp_id: str, sweep_id: str, runs: pd.DataFrame) -> dict[str, str]:
     from t4bench.tracking import sweep_layout
-    from t4bench.tracking.run import run_tags
+    from t4bench.tracking.tags import run_tags
 
     parents = sweep_layout.find_runs(client, exp_id, sweep_id, "parent")
     overrides = run_tags(client, parents[0]).get(names.SWEEP_OVERRIDES, "") if parents else ""

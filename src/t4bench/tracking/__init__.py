@@ -4,8 +4,8 @@
 - `client`: the one MLflow client factory; `store_lock`: a new SQLite store made by one process at
   a time; `store_probe`: a store (and the Optuna storage, the working directory) judged read-only
   before anything opens it
-- `run`: one training run (`RunTracker`: created, filled, closed) and its tags on the run or in
-  its tag file; `epoch_metrics`: what a run logs at each evaluation; `run_names`: names that fit
+- `run`: one training run (`RunTracker`: created, filled, closed); `tags`: its tags, on the run
+  or in its tag file; `epoch_metrics`: what a run logs at each evaluation; `run_names`: names that fit
   the UI's Run Name column; `experiments`: classic-ML experiments and the UI's address;
   `system_metrics`: MLflow's own CPU/GPU monitor on the run
 - `liveness`: a run's heartbeat and the repair of runs whose process is gone; `search`: paged

@@ -261,7 +261,7 @@ def _close(client: Any, run: Any, reason: str, last_beat: int, dry_run: bool) ->
 
 def _fold(client: Any, run_id: str) -> None:
     """The liveness tags off the closed run, into its tag file (the run's end would have done it)."""
-    from t4bench.tracking.run import fold_tags
+    from t4bench.tracking.tags import fold_tags
 
     try:
         fold_tags(client, run_id)

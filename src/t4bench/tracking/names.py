@@ -125,7 +125,7 @@ REPORT_FILTER = "t4bench.report.filter"
 NAMESPACE = "t4bench."
 #: the t4bench tags kept on the run: what a person compares, filters or groups on in the runs
 #: table, and what searches (sweeps, reports) filter on. Every other t4bench tag is written to
-#: the run's RUN_TAGS_FILE artifact (read back with t4bench.tracking.run.run_tags), so a run carries
+#: the run's RUN_TAGS_FILE artifact (read back with t4bench.tracking.tags.run_tags), so a run carries
 #: at most 20 tags with MLflow's own (name, parent, commit): 10 on every training run, 3 more in a
 #: sweep, 4 that only some runs have. MLflow's own tags and a user's own (tracking.tags outside
 #: t4bench.) always stay. A tag written straight to the run (the heartbeat's liveness tags, which

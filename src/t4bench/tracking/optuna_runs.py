@@ -125,7 +125,7 @@ class OptunaSweepRuns:
 
     def _close(self, run_id: str, status: str) -> None:
         """Fold the liveness and create-time tags into the run's tag file, then end it."""
-        from t4bench.tracking.run import fold_tags
+        from t4bench.tracking.tags import fold_tags
 
         try:
             fold_tags(self.mlflow, run_id)
@@ -274,7 +274,7 @@ class OptunaSweepRuns:
         without one is trained from scratch; its old run stays KILLED/FAILED, marked."""
         if retry_of is None:
             return {}
-        from t4bench.tracking.run import run_tags
+        from t4bench.tracking.tags import run_tags
 
         try:
             old = study.trials[int(retry_of)]

@@ -4,8 +4,9 @@ Contract (reports, sweeps and the UI depend on these names):
 - params: the resolved config, flattened (`model.lr`, `hw.name`, `seed`, ...)
 - tags: t4bench.model / hw / hw_count / scale / framework / outcome / throughput_unit on the run
   (`names.RUN_TAGS`); every other t4bench tag (versions, perf options, devices, liveness)
-  in the run's `run_tags.json` artifact — `run_tags(client, run)` reads both
+  in the run's `run_tags.json` artifact — `tags.run_tags(client, run)` reads both
 - per-epoch metrics (step = epoch): eval_quality, train_loss, epoch_time_s, throughput
+  (`t4bench.tracking.epoch_metrics`)
 - summary metrics: epochs_run, run_train_s, run_wall_s, converged, avg_throughput on every run;
   epochs_to_converge and time_to_train_s only on a converged run (MLPerf has no time to train for
   a run that did not reach its target)
@@ -20,30 +21,24 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
-import json
 import logging
-import os
 import platform
 import subprocess
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol
 
-from mlflow.entities import Metric, Param, RunTag
-from mlflow.tracking import MlflowClient
+from mlflow.entities import Metric, Param
 from omegaconf import DictConfig, OmegaConf
 
 import t4bench
 from t4bench.tracking import experiments, names, run_names, system_metrics
 from t4bench.tracking.client import mlflow_client
+from t4bench.tracking.tags import chunks, create_run, fold_tags, store_tags
 
-T = TypeVar("T")
 log = logging.getLogger(__name__)
 
-# MLflow accepts at most this many entries per log_batch call
-_BATCH_LIMIT = 100
 _VERSIONED = (
     "torch",
     "torchvision",
@@ -135,79 +130,6 @@ def _artifact_location(tracking_uri: str, experiment: str) -> str | None:
         db = Path(tracking_uri.removeprefix("sqlite:///"))
         return (db.parent / "mlartifacts" / experiment).resolve().as_uri()
     return None
-
-
-def kept_on_run(key: str) -> bool:
-    """Whether a tag stays on the run: MLflow's own, a user's own and `names.RUN_TAGS` do; every
-    other t4bench tag goes to the run's `names.RUN_TAGS_FILE`."""
-    return not key.startswith(names.NAMESPACE) or key in names.RUN_TAGS
-
-
-def split_tags(tags: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
-    """(tags kept on the run, tags for the file), values as strings."""
-    kept: dict[str, str] = {}
-    moved: dict[str, str] = {}
-    for key, value in tags.items():
-        (kept if kept_on_run(key) else moved)[key] = str(value)
-    return kept, moved
-
-
-def file_tags(client: MlflowClient, run_id: str) -> dict[str, str]:
-    """The tags in the run's `names.RUN_TAGS_FILE` ({} when it has none)."""
-    if not any(entry.path == names.RUN_TAGS_FILE for entry in client.list_artifacts(run_id)):
-        return {}
-    # one small file: MLflow's per-download progress bar would be noise on the run's console
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    with tempfile.TemporaryDirectory() as scratch:
-        path = client.download_artifacts(run_id, names.RUN_TAGS_FILE, scratch)
-        found = json.loads(Path(path).read_text())
-    return {str(k): str(v) for k, v in found.items()}
-
-
-def run_tags(client: MlflowClient, run: Any) -> dict[str, str]:
-    """Every tag of `run` (an MLflow Run): those on it and those in its file (the run's own win)."""
-    return {**file_tags(client, run.info.run_id), **run.data.tags}
-
-
-def _write_file_tags(client: MlflowClient, run_id: str, moved: Mapping[str, str]) -> None:
-    merged = {**file_tags(client, run_id), **moved}
-    client.log_dict(run_id, dict(sorted(merged.items())), names.RUN_TAGS_FILE)
-
-
-def store_tags(client: MlflowClient, run_id: str, tags: Mapping[str, Any]) -> None:
-    """Tag the run: `names.RUN_TAGS` (and MLflow's own, a user's own) on it, the rest merged into
-    its file. If the file cannot be written, those tags go on the run: over the budget, not lost."""
-    kept, moved = split_tags(tags)
-    entries = [RunTag(k, v[:5000]) for k, v in kept.items()]  # MLflow caps a tag's value
-    if moved:
-        try:
-            _write_file_tags(client, run_id, moved)
-        except Exception as err:
-            log.warning(
-                "t4bench: %s of run %s not written (%s): its tags stay on the run", names.RUN_TAGS_FILE, run_id, err
-            )
-            entries += [RunTag(k, v[:5000]) for k, v in moved.items()]
-    for chunk in _chunks(entries):
-        client.log_batch(run_id, tags=chunk)
-
-
-def fold_tags(client: MlflowClient, run_id: str) -> None:
-    """Move the t4bench tags written straight onto the run that are not `names.RUN_TAGS` (the
-    heartbeat's, a resume's) into its file and off the run: when the run ends."""
-    moved = {k: v for k, v in client.get_run(run_id).data.tags.items() if not kept_on_run(k)}
-    if moved:
-        _write_file_tags(client, run_id, moved)
-        for key in moved:
-            client.delete_tag(run_id, key)
-
-
-def create_run(client: MlflowClient, experiment_id: str, run_name: str, tags: Mapping[str, Any]) -> str:
-    """A new run with `tags` stored as `store_tags` does."""
-    kept, moved = split_tags(tags)
-    run_id = str(client.create_run(experiment_id, run_name=run_name, tags=kept).info.run_id)
-    if moved:
-        store_tags(client, run_id, moved)
-    return run_id
 
 
 class RunTracker:
@@ -322,15 +244,10 @@ class RunTracker:
         if self.client is None or not self.run_id:
             return
         client, run_id = self.client, self.run_id
-        for chunk in _chunks(metrics or []):
+        for chunk in chunks(metrics or []):
             client.log_batch(run_id, metrics=chunk)
-        for param_chunk in _chunks(params or []):
+        for param_chunk in chunks(params or []):
             client.log_batch(run_id, params=param_chunk)
-
-
-def _chunks(entries: list[T]) -> list[list[T]]:
-    """`entries` in slices of at most what one log_batch call accepts."""
-    return [entries[start : start + _BATCH_LIMIT] for start in range(0, len(entries), _BATCH_LIMIT)]
 
 
 def contract_tags(cfg: DictConfig, env: RunPlace, bench_cls: type[BenchmarkKind]) -> dict[str, str]:

@@ -88,7 +88,7 @@ def get_or_create_parent(
         if reopen and run.info.status != names.RUNNING:
             mlflow.update_run(run_id, status=names.RUNNING)
         return str(run_id)
-    from t4bench.tracking.run import create_run
+    from t4bench.tracking.tags import create_run
 
     return create_run(mlflow, exp_id, run_name, parent_tags(sweep_id, kind, identity, tags or {}))
 
@@ -107,7 +107,7 @@ def parent_tags(sweep_id: str, kind: str, identity: str, tags: Mapping[str, Any]
 def check_identity(mlflow: Any, run: Any, sweep_id: str, identity: str) -> None:
     """Raise SweepIdConflict unless `run` (a parent found by `sweep_id`) carries `identity` (a
     tag of its tag file)."""
-    from t4bench.tracking.run import run_tags
+    from t4bench.tracking.tags import run_tags
 
     theirs = run_tags(mlflow, run).get(names.SWEEP_IDENTITY)
     if theirs != identity:
@@ -154,8 +154,8 @@ def log_metrics(mlflow: Any, run_id: str, metrics: Mapping[str, float], step: in
 
 
 def set_tags(mlflow: Any, run_id: str, tags: Mapping[str, Any]) -> None:
-    """On the run or in its tag file (`t4bench.tracking.run.store_tags`)."""
-    from t4bench.tracking.run import store_tags
+    """On the run or in its tag file (`t4bench.tracking.tags.store_tags`)."""
+    from t4bench.tracking.tags import store_tags
 
     store_tags(mlflow, run_id, tags)
 
