@@ -137,7 +137,7 @@ def _run_filter(args: argparse.Namespace) -> RunFilter:
 
 def _writable_out(out: Path) -> None:
     """--out checked before the store is read (the report's folder is made only once it is known)."""
-    from t4bench.preflight import storage as probe
+    from t4bench.tracking import store_probe as probe
 
     problem = probe.writable_dir_problem(out)
     if problem:
