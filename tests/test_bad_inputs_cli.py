@@ -177,16 +177,16 @@ def test_every_shipped_sweep_passes(sweep: str, tmp_path: Path, monkeypatch: pyt
 
 
 def test_a_checked_single_run_is_not_checked_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The runner skips its checks for the task overrides the command-line check passed in this
-    process (it gets the RunEnvironment made then); any other, or a --multirun's, it checks itself."""
+    """The runner skips its checks for the task overrides the command-line check passed (the value it
+    returns carries the RunEnvironment made then); any other, or a --multirun's, it checks itself."""
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    command_line.check(["max_epochs=1", "seed=3", f"hydra.run.dir={tmp_path / 'run'}"])
-    env = command_line.checked_env(["max_epochs=1", "seed=3"])  # hydra.* overrides are not the task's
+    checked = command_line.check(["max_epochs=1", "seed=3", f"hydra.run.dir={tmp_path / 'run'}"])
+    assert checked is not None
+    env = checked.env_for(["max_epochs=1", "seed=3"])  # hydra.* overrides are not the task's
     assert env is not None and env.world_size == 1
-    assert command_line.checked_env(["max_epochs=2", "seed=3"]) is None
-    assert command_line.checked_env([]) is None
-    command_line.check(["--multirun", "max_epochs=1", "seed=3,4"])
-    assert command_line.checked_env(["max_epochs=1", "seed=3"]) is None
+    assert checked.env_for(["max_epochs=2", "seed=3"]) is None
+    assert checked.env_for([]) is None
+    assert command_line.check(["--multirun", "max_epochs=1", "seed=3,4"]) is None
 
 
 def test_closest_key() -> None:

@@ -17,6 +17,7 @@ from hydra import compose, initialize_config_dir
 from t4bench.errors import T4BenchError
 from t4bench.preflight import config as validation
 from t4bench.preflight import places
+from t4bench.spec import build_spec
 from t4bench.tracking import store_probe as probe
 
 REPO = Path(__file__).resolve().parents[1]
@@ -171,7 +172,7 @@ def test_config_rules(compose_cfg, overrides: list[str], expected: str) -> None:
 
 def test_cpu_ranks_against_host(compose_cfg, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.delenv("WORLD_SIZE", raising=False)
-    limit, why = validation.max_cpu_ranks(compose_cfg())
+    limit, why = validation.max_cpu_ranks(build_spec(compose_cfg()))
     assert 1 <= limit <= validation.hardware.host_cores() and "cores" in why
     validation.validate(compose_cfg(f"hw.count={limit}"))
     with pytest.raises(T4BenchError, match=rf"hw.count={limit + 1}: must be 1..{limit} CPU ranks on this host"):

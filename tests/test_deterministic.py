@@ -15,6 +15,7 @@ from conftest import DATA_ROOT, compose, run_cli
 from t4bench import seeding
 from t4bench.errors import T4BenchError
 from t4bench.pytorch import determinism as torch_determinism
+from t4bench.spec import build_spec
 from t4bench.tracking import names
 
 #: a GNMT mini small enough for two runs in ~10 s on one CPU thread (short sentences, 16 units)
@@ -68,8 +69,8 @@ def test_cudnn_autotuning_with_deterministic_is_refused_in_one_line(tmp_path: Pa
     # a perf profile's per-model entry counts too; deterministic=false leaves it alone
     profile = ["deterministic=true", "+perf.models.ncf.cudnn_benchmark=true"]
     with pytest.raises(T4BenchError, match=r"perf\.cudnn_benchmark=true"):
-        seeding.check_deterministic(compose(profile))
-    seeding.check_deterministic(compose(["+perf.models.ncf.cudnn_benchmark=true"]))
+        seeding.check_deterministic(build_spec(compose(profile)))
+    seeding.check_deterministic(build_spec(compose(["+perf.models.ncf.cudnn_benchmark=true"])))
 
 
 @pytest.mark.usefixtures("switches_restored")
@@ -80,7 +81,8 @@ def test_the_tag_is_false_by_default_whatever_ran_before_in_the_process() -> Non
     cfg = compose(["model=gnmt", f"paths.data_root={DATA_ROOT}"])  # no Hydra job to resolve its default
     assert cfg.deterministic is False
     torch_determinism.apply(True)  # a deterministic job ran earlier in this process (basic multirun)
-    tags = TorchRank(cfg, hardware.check(cfg)).tags()
+    spec = build_spec(cfg)
+    tags = TorchRank(spec, hardware.check(spec)).tags()
     assert tags[names.DETERMINISTIC] == "false" and not torch.are_deterministic_algorithms_enabled()
 
 
@@ -99,11 +101,11 @@ def test_an_op_without_a_deterministic_kernel_ends_the_run_in_one_line() -> None
 
 def test_the_environment_is_prepared_before_cuda_starts() -> None:
     environ: dict[str, str] = {}
-    seeding.deterministic_environment(compose(["deterministic=true"]), environ)
+    seeding.deterministic_environment(compose(["deterministic=true"]).deterministic, environ)
     assert environ == {"CUBLAS_WORKSPACE_CONFIG": ":4096:8", "TORCHINDUCTOR_DETERMINISTIC": "1"}
     kept = {"CUBLAS_WORKSPACE_CONFIG": ":16:8"}  # the smaller deterministic workspace is left as set
-    seeding.deterministic_environment(compose(["deterministic=true"]), kept)
+    seeding.deterministic_environment(compose(["deterministic=true"]).deterministic, kept)
     assert kept["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
     untouched: dict[str, str] = {}
-    seeding.deterministic_environment(compose(), untouched)
+    seeding.deterministic_environment(compose().deterministic, untouched)
     assert untouched == {}

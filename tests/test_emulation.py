@@ -9,16 +9,18 @@ from conftest import compose
 from t4bench import emulation
 from t4bench import schedule as schedules
 from t4bench.errors import T4BenchError
+from t4bench.spec import RunDerived, build_spec
 
 TRAIN = 50_000
 
 
 def lr_per_step(overrides: list[str], world_size: int, emulate: bool) -> tuple[float, list[float], int]:
     """(base LR, LR factor at each step of 3 epochs, steps per epoch) as t4bench.pytorch.trainer computes
-    them for a run of `world_size` ranks (after emulation.apply where `emulate`)."""
-    cfg = compose(overrides)
+    them for a run of `world_size` ranks (the spec after emulation.derive where `emulate`)."""
+    cfg = build_spec(compose(overrides))
     if emulate:
-        emulation.apply(cfg, ranks=1)
+        batch, _ = emulation.derive(cfg, ranks=1)
+        cfg = cfg.with_derived(RunDerived(batch_size=batch))
     global_batch = int(cfg.model.batch_size) * world_size  # trainer.Trainer.global_batch
     base = schedules.base_lr(cfg.model.optimizer, global_batch, int(cfg.model.schedule.ref_batch_size))
     schedule = schedules.from_config(cfg.model.schedule, TRAIN)
@@ -43,8 +45,8 @@ def test_emulated_world_size_has_the_lr_and_schedule_of_real_ranks(model: str, u
 
 
 def test_emulation_with_several_real_ranks_is_refused() -> None:
-    cfg = compose(["emulate.world_size=2", "hw.count=2"])
+    cfg = build_spec(compose(["emulate.world_size=2", "hw.count=2"]))
     with pytest.raises(T4BenchError, match=r"use hw\.count=1"):
-        emulation.apply(cfg, ranks=2)
+        emulation.derive(cfg, ranks=2)
     with pytest.raises(T4BenchError, match="positive whole number"):
-        emulation.world_size(compose(["emulate.world_size=0"]))
+        emulation.world_size(build_spec(compose(["emulate.world_size=0"])))

@@ -14,6 +14,7 @@ from omegaconf import open_dict
 
 from t4bench import hardware, packing
 from t4bench.errors import T4BenchError
+from t4bench.spec import build_spec
 from t4bench.tracking import names
 from t4bench.tracking.tags import run_tags
 
@@ -99,17 +100,16 @@ def test_a_packed_run_caps_its_allocator_at_its_share_of_the_gpu() -> None:
     torch.cuda.set_per_process_memory_fraction on CUDA: none alone, (1 - pack_margin) / N packed,
     hw.gpu_memory_fraction when given (several packed sweeps on one GPU), a bad value in one line."""
     cfg = compose(["model=transformer", "scale=ding", "hw=h100"])
-    assert packing.memory_fraction(cfg) is None
+    assert packing.memory_fraction(build_spec(cfg).hw, share=1) is None
     with open_dict(cfg):
-        cfg.tracking.tags[names.GPU_SHARE] = "24"
-        assert packing.memory_fraction(cfg) == pytest.approx(0.9 / 24)
+        assert packing.memory_fraction(build_spec(cfg).hw, share=24) == pytest.approx(0.9 / 24)
         cfg.hw.pack_margin = 0.2
-        assert packing.memory_fraction(cfg) == pytest.approx(0.8 / 24)
+        assert packing.memory_fraction(build_spec(cfg).hw, share=24) == pytest.approx(0.8 / 24)
         cfg.hw.gpu_memory_fraction = 0.03
-        assert packing.memory_fraction(cfg) == pytest.approx(0.03)
+        assert packing.memory_fraction(build_spec(cfg).hw, share=24) == pytest.approx(0.03)
         cfg.hw.gpu_memory_fraction = 1.5
         with pytest.raises(T4BenchError, match=r"^hw.gpu_memory_fraction=1.5: give a share") as err:
-            packing.memory_fraction(cfg)
+            packing.memory_fraction(build_spec(cfg).hw, share=24)
         assert "\n" not in str(err.value)
 
 

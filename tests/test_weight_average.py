@@ -14,6 +14,7 @@ from hydra import compose, initialize_config_dir
 from t4bench.errors import T4BenchError
 from t4bench.preflight import config as preflight
 from t4bench.pytorch.averaging import WeightAverage, decay_per_step
+from t4bench.spec import build_spec
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -89,7 +90,7 @@ def test_preflight_refuses_in_one_line(overrides: list[str], message: str) -> No
 
 def test_off_by_default_and_tensorflow_accepts_off() -> None:
     assert _compose().ema.half_life_epochs == 0
-    preflight.check_framework_options(_compose("model=resnet50", "framework=tensorflow"))
+    preflight.check_framework_options(build_spec(_compose("model=resnet50", "framework=tensorflow")))
 
 
 def test_throughput_runs_build_no_average() -> None:

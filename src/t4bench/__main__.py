@@ -17,7 +17,7 @@ import os
 import shutil
 import signal
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,18 +80,31 @@ def _after_error(folder: Path, made_here: bool, run_id: str) -> str:
     return ""
 
 
-@hydra.main(version_base="1.3", config_path="conf", config_name="config")  # t4bench/conf: resources.conf_dir()
-def app(cfg: DictConfig) -> dict[str, Any]:
+def task_for(checked: command_line.Checked | None) -> Callable[[], Any]:
+    """The Hydra app whose task function receives `checked`, what the command-line preflight of
+    this process passed, and hands it to the runner (which then skips the checks already made for
+    the same task overrides). Made per call, so the value travels as an argument, not module state."""
+
+    @hydra.main(version_base="1.3", config_path="conf", config_name="config")  # t4bench/conf: resources.conf_dir()
+    def app(cfg: DictConfig) -> dict[str, Any]:
+        return task(cfg, checked)
+
+    return app
+
+
+def task(cfg: DictConfig, checked: command_line.Checked | None) -> dict[str, Any]:
+    """One Hydra job: a run, or the study matrix's dry run; an error is one line and exit 2."""
     hydra_cfg = HydraConfig.get()
     output_dir = Path(hydra_cfg.runtime.output_dir)
     made_here = _only_hydras_record(output_dir, str(hydra_cfg.job.name))
     try:
         from t4bench.preflight.study_matrix import gate
         from t4bench.runner import run
+        from t4bench.spec import build_spec
 
-        if gate(cfg):  # +experiment=study_r740: a dry run printed, or a run outside its matrix refused
+        if gate(build_spec(cfg)):  # +experiment=study_r740: a dry run printed, or a run outside its matrix refused
             return {}
-        return run(cfg, output_dir)
+        return run(cfg, output_dir, checked)
     except T4BenchError as err:
         print(f"t4bench: error: {err}{_after_error(output_dir, made_here, err.run_id)}", file=sys.stderr)
         sys.exit(2)
@@ -111,7 +124,7 @@ def main() -> None:
         rank = run_env.launched_rank()
         places.working_dir(sys.argv[1:])  # Hydra makes its output folder before any t4bench code runs
         # the command line composed and checked as Hydra will compose it: nothing exists yet
-        command_line.check(sys.argv[1:])
+        checked = command_line.check(sys.argv[1:])
     except T4BenchError as err:  # a launcher variable that is not a number, an unwritable cwd, bad input
         print(f"t4bench: error: {err}", file=sys.stderr)
         sys.exit(2)
@@ -125,7 +138,7 @@ def main() -> None:
     from hydra.errors import HydraException
 
     try:
-        app()
+        task_for(checked)()
     except T4BenchError as err:  # raised outside the task, e.g. by the sweeper's checks
         print(f"t4bench: error: {err}", file=sys.stderr)
         sys.exit(2)

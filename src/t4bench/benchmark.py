@@ -43,10 +43,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from t4bench.errors import T4BenchError
+from t4bench.spec import RunSpec
 
 if TYPE_CHECKING:
     import torch
-    from omegaconf import DictConfig
 
 
 class Batches(Protocol):
@@ -84,7 +84,7 @@ class RunInfo(Protocol):
 ContextT = TypeVar("ContextT", bound=RunInfo)
 
 
-def is_synthetic(cfg: DictConfig) -> bool:
+def is_synthetic(cfg: RunSpec) -> bool:
     """`input=synthetic`: reference-size model on generated tensors, throughput only."""
     return bool(cfg.input.synthetic)
 
@@ -105,7 +105,7 @@ class Benchmark(abc.ABC, Generic[ContextT]):
     #: full LR at once, and its loss went NaN)
     reference_train_samples: ClassVar[int | None] = None
 
-    def __init__(self, cfg: DictConfig, ctx: ContextT) -> None:
+    def __init__(self, cfg: RunSpec, ctx: ContextT) -> None:
         self.cfg = cfg
         self.ctx: ContextT = ctx
         self.synthetic = is_synthetic(cfg)
@@ -143,7 +143,7 @@ class Benchmark(abc.ABC, Generic[ContextT]):
     # -- optional, with defaults ----------------------------------------------------------------
 
     @classmethod
-    def check_inputs(cls, cfg: DictConfig) -> None:
+    def check_inputs(cls, cfg: RunSpec) -> None:
         """Fail fast (before any MLflow run exists) when the configured data is missing: raise
         `t4bench.errors.DatasetMissingError` naming the expected files. Only called with real
         data. Default: no check."""
@@ -211,7 +211,7 @@ def leading_dim(batch: Any) -> int:
     raise TypeError(f"cannot count samples in a {type(batch).__name__}; override Benchmark.samples_in")
 
 
-def benchmark_class(cfg: DictConfig) -> type[Benchmark]:
+def benchmark_class(cfg: RunSpec) -> type[Benchmark]:
     """The class named by `cfg.model.benchmark` ("package.module.Class"), imported now.
 
     Importing it loads torch and the model's libraries, so callers do this after the light checks.

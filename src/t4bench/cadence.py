@@ -28,13 +28,12 @@ from t4bench import baselines
 from t4bench.errors import T4BenchError
 from t4bench.frameworks import EpochLogger, RunResult
 from t4bench.mlperf import MLPerfLog, constants
+from t4bench.spec import RunSpec
 from t4bench.stopping import StopRun
 from t4bench.tracking import names
 from t4bench.tracking.epoch_metrics import Evaluated, epoch_metrics
 
 if TYPE_CHECKING:
-    from omegaconf import DictConfig
-
     from t4bench.benchmark import Benchmark
     from t4bench.progress import ProgressReporter
 
@@ -235,7 +234,7 @@ class Cadence:
     is_main: bool
 
     @classmethod
-    def of(cls, bench: Benchmark, cfg: DictConfig, per_epoch: int, **services: Any) -> Cadence:
+    def of(cls, bench: Benchmark, cfg: RunSpec, per_epoch: int, **services: Any) -> Cadence:
         return cls(bench, cfg.model.target, int(cfg.max_epochs), per_epoch, **services)
 
 

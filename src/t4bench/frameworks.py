@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from t4bench.errors import T4BenchError
+from t4bench.spec import RunSpec
 from t4bench.tracking import names
 
 if TYPE_CHECKING:
-    from omegaconf import DictConfig
-
     from t4bench.benchmark import Benchmark
     from t4bench.mlperf import MLPerfLog
     from t4bench.progress import ProgressReporter
@@ -161,8 +160,8 @@ class RankSession(Protocol):
         ...
 
 
-Join = Callable[["DictConfig", "RunEnvironment"], RankSession]
-Spawn = Callable[["DictConfig", "RunEnvironment", Callable[..., Any], tuple[Any, ...]], Any]
+Join = Callable[["RunSpec", "RunEnvironment"], RankSession]
+Spawn = Callable[["RunSpec", "RunEnvironment", Callable[..., Any], tuple[Any, ...]], Any]
 
 
 def _load(table: Mapping[str, str], framework: str, what: str) -> Any:
@@ -202,7 +201,7 @@ def _resumer(framework: str) -> Any:
     return importlib.import_module(module_name)
 
 
-def resumed_run(framework: str, cfg: DictConfig, env: RunEnvironment) -> Any:
+def resumed_run(framework: str, cfg: RunSpec, env: RunEnvironment) -> Any:
     """`resume=...`: the checkpoint's MLflow run as it was before this attempt, reopened by
     `framework` (None without resume)."""
     if cfg.get("resume") in (None, ""):
@@ -210,7 +209,7 @@ def resumed_run(framework: str, cfg: DictConfig, env: RunEnvironment) -> Any:
     return _resumer(framework).reopened_run(cfg, env)
 
 
-def restore_finished(framework: str, cfg: DictConfig, run: Any) -> None:
+def restore_finished(framework: str, cfg: RunSpec, run: Any) -> None:
     """After a failed attempt to train the FINISHED `run` further: its status and outcome as they were."""
     from t4bench.tracking.client import mlflow_client
 
@@ -218,7 +217,7 @@ def restore_finished(framework: str, cfg: DictConfig, run: Any) -> None:
     _resumer(framework).restore(client, run.info.run_id, names.FINISHED, run.data.tags.get(names.OUTCOME))
 
 
-def framework_of(cfg: DictConfig, bench_cls: type[Benchmark]) -> str:
+def framework_of(cfg: RunSpec, bench_cls: type[Benchmark]) -> str:
     """The framework `bench_cls` declares; a `model.framework` in the config must agree with it."""
     declared = str(bench_cls.framework)
     configured = cfg.model.get("framework")
@@ -229,6 +228,6 @@ def framework_of(cfg: DictConfig, bench_cls: type[Benchmark]) -> str:
     return declared
 
 
-def join(cfg: DictConfig, env: RunEnvironment, bench_cls: type[Benchmark]) -> RankSession:
+def join(cfg: RunSpec, env: RunEnvironment, bench_cls: type[Benchmark]) -> RankSession:
     """Join this rank's group with the framework `bench_cls` declares."""
     return entry(framework_of(cfg, bench_cls))(cfg, env)

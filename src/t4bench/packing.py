@@ -10,10 +10,11 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
 from t4bench import hardware
 from t4bench.errors import T4BenchError
+from t4bench.spec import HwSpec, RunSpec
 from t4bench.tracking import names
 
 #: how the peak of one run is measured when the table has none (the refusal says it)
@@ -22,7 +23,7 @@ MEASURE_HINT = (
 )
 
 
-def runs_per_gpu(cfg: DictConfig) -> int:
+def runs_per_gpu(cfg: DictConfig | RunSpec) -> int:
     value = cfg.hw.get("runs_per_gpu", 1)
     if value is None or int(value) < 1:
         raise T4BenchError(f"hw.runs_per_gpu={value}: give a positive number of runs per GPU")
@@ -94,22 +95,21 @@ def check(cfg: DictConfig, totals_gib: Sequence[float] | None = None) -> None:
         raise T4BenchError(error)
 
 
-def memory_fraction(cfg: DictConfig) -> float | None:
+def memory_fraction(hw: HwSpec, share: int) -> float | None:
     """The share of the GPU's memory this run's caching allocator may hold: `hw.gpu_memory_fraction`
-    when given, else (1 - hw.pack_margin) / N for a run packed N to a GPU, else None (no cap).
-    Without a cap packed runs' allocators keep what the GPU lets them: 24 Transformer ding runs,
+    when given, else (1 - hw.pack_margin) / N for a run packed N (`share`) to a GPU, else None (no
+    cap). Without a cap packed runs' allocators keep what the GPU lets them: 24 Transformer ding runs,
     2.2 GiB each alone, filled an 80 GiB H100 and cuDNN's attention failed in 23 (2026-12-05).
     With one, a run at its share frees its cache before it asks the GPU for more."""
-    given = cfg.hw.get("gpu_memory_fraction")
+    given = hw.get("gpu_memory_fraction")
     if given is not None:
         value = float(given)
         if not 0.0 < value <= 1.0:
             raise T4BenchError(f"hw.gpu_memory_fraction={given}: give a share of the GPU's memory in (0, 1]")
         return value
-    share = int(str(cfg.tracking.tags.get(names.GPU_SHARE, "1") or "1"))
     if share <= 1:
         return None
-    return (1.0 - float(cfg.hw.get("pack_margin", 0.1))) / share
+    return (1.0 - float(hw.get("pack_margin", 0.1))) / share
 
 
 def gpu_count() -> int:
@@ -135,23 +135,19 @@ def visible_gpu(worker: int, gpus: int, environ: dict[str, str] | None = None) -
     return pool[worker % len(pool)]
 
 
-def apply(cfg: DictConfig, multirun: bool) -> None:
-    """Add the sharing tags to `tracking.tags`: t4bench.gpu_share (runs of this sweep at once on
-    the GPU: hw.runs_per_gpu in a --multirun, else 1) and t4bench.mps (on/off). On hw=cpu, packed
-    runs split the cores (hw.threads unset and no OMP_NUM_THREADS): N runs with every core's
-    threads each would oversubscribe the host."""
-    share = runs_per_gpu(cfg) if multirun else 1
-    mps = "on" if multirun and bool(cfg.hw.get("mps", False)) else "off"
-    with open_dict(cfg):
-        cfg.tracking.tags[names.GPU_SHARE] = str(share)
-        cfg.tracking.tags[names.MPS] = mps
-        fraction = memory_fraction(cfg)  # checked on every hw: a bad value is refused on a CPU too
-        if fraction is not None and str(cfg.hw.name) != "cpu":
-            cfg.tracking.tags[names.GPU_MEMORY_FRACTION] = f"{fraction:.4f}"
-        if (
-            share > 1
-            and str(cfg.hw.name) == "cpu"
-            and cfg.hw.get("threads") is None
-            and not os.environ.get("OMP_NUM_THREADS")
-        ):
-            cfg.hw.threads = max(1, hardware.host_cores() // share)
+def derive(spec: RunSpec, multirun: bool) -> tuple[int, int | None, dict[str, str]]:
+    """How many runs share the GPU, the CPU threads of a packed CPU run (None: unchanged) and the
+    sharing tags: t4bench.gpu_share (runs of this sweep at once on the GPU: hw.runs_per_gpu in a
+    --multirun, else 1), t4bench.mps (on/off), t4bench.gpu_memory_fraction (a capped GPU run). On
+    hw=cpu, packed runs split the cores (hw.threads unset and no OMP_NUM_THREADS): N runs with
+    every core's threads each would oversubscribe the host."""
+    share = runs_per_gpu(spec) if multirun else 1
+    mps = "on" if multirun and bool(spec.hw.get("mps", False)) else "off"
+    tags = {names.GPU_SHARE: str(share), names.MPS: mps}
+    fraction = memory_fraction(spec.hw, share)  # checked on every hw: a bad value is refused on a CPU too
+    if fraction is not None and spec.hw.name != "cpu":
+        tags[names.GPU_MEMORY_FRACTION] = f"{fraction:.4f}"
+    threads = None
+    if share > 1 and spec.hw.name == "cpu" and spec.hw.threads is None and not os.environ.get("OMP_NUM_THREADS"):
+        threads = max(1, hardware.host_cores() // share)
+    return share, threads, tags

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from t4bench import frameworks, hardware, seeding, telemetry
 from t4bench.benchmark import Benchmark, benchmark_class
@@ -24,6 +24,7 @@ from t4bench.mlperf import MLPerfLog, constants
 from t4bench.progress import ProgressReporter
 from t4bench.run_env import RunEnvironment
 from t4bench.signals import sigterm_raises
+from t4bench.spec import RunSpec
 from t4bench.tracking import liveness, names
 from t4bench.tracking.run import RunTracker, contract_tags, resolved_config
 
@@ -71,7 +72,7 @@ class RankRecords:
     on the other ranks every record is a no-op. `close` never leaves the MLflow run RUNNING."""
 
     def __init__(
-        self, cfg: DictConfig, env: RunEnvironment, output_dir: Path, run_id: str | None, init_started: float
+        self, cfg: RunSpec, env: RunEnvironment, output_dir: Path, run_id: str | None, init_started: float
     ) -> None:
         main = env.is_main
         self.cfg, self.env, self.output_dir = cfg, env, output_dir
@@ -181,7 +182,7 @@ def _share_output_dir(session: RankSession, env: RunEnvironment, output_dir: Pat
     return shared
 
 
-def run_rank(cfg: DictConfig, env: RunEnvironment, output_dir: Path, run_id: str | None = None) -> dict[str, Any]:
+def run_rank(cfg: RunSpec, env: RunEnvironment, output_dir: Path, run_id: str | None = None) -> dict[str, Any]:
     """Train on this rank. Rank 0 owns the MLflow run (`run_id` when a launching process made it)."""
     init_started = time.perf_counter()
     bench_cls = benchmark_class(cfg)

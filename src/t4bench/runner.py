@@ -4,6 +4,12 @@
 Only the preflight checks' light modules (Hydra, OmegaConf, stdlib) load at import: torch, MLflow
 and the benchmark's module load after them, so a wrong `hw=` or `scale=` fails in about a second.
 What one rank does lives in `t4bench.rank`; imports flow runner -> rank -> framework, never back.
+
+The runner is the edge where the composed config becomes the run spec (t4bench.spec): it is built
+here once (or checked by the command-line preflight, whose result arrives as `checked`), what the
+run derives from it (emulation, GPU packing, the sweep launcher and Slurm job) is worked out as one
+`RunDerived` value, and everything below takes the spec. The composed config is made read-only
+first: nothing writes into it.
 """
 
 from __future__ import annotations
@@ -18,9 +24,11 @@ from omegaconf import DictConfig, OmegaConf
 from t4bench import emulation, frameworks, packing, seeding
 from t4bench.benchmark import benchmark_class
 from t4bench.errors import RunTerminated, T4BenchError
-from t4bench.preflight import command_line, config, hardware
+from t4bench.preflight import config, hardware
+from t4bench.preflight.command_line import Checked
 from t4bench.run_env import RunEnvironment
 from t4bench.signals import sigterm_raises
+from t4bench.spec import RunDerived, RunSpec, build_spec
 from t4bench.sweep import slurm
 from t4bench.tracking import names, store_probe
 
@@ -29,42 +37,53 @@ if TYPE_CHECKING:
     from t4bench.tracking.run import RunTracker
 
 
-def run(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
+def run(cfg: DictConfig, output_dir: Path, checked: Checked | None = None) -> dict[str, Any]:
     """Check scale, hardware, backend and data before any run exists, then train here, or start
-    `hw.count` ranks (one MLflow run, made here and handed to them)."""
-    # a single run's command line passed these checks in this process already (preflight)
-    env = command_line.checked_env(_task_overrides())
-    checked = env is not None
+    `hw.count` ranks (one MLflow run, made here and handed to them). `checked`: what the
+    command-line preflight of this process passed (its checks of places are not made again for
+    the same task overrides)."""
+    OmegaConf.set_readonly(cfg, True)  # from here on the config is read, never written
+    env = checked.env_for(_task_overrides()) if checked is not None else None
     if env is None:
-        config.validate(cfg)  # types, ranges and what this host holds, before anything else
-        env = hardware.check(cfg)  # no torch yet: hw=auto resolved, the launcher's ranks read
+        spec = config.validate(cfg)  # types, ranges and what this host holds, before anything else
+        env = hardware.check(spec)  # no torch yet: hw=auto resolved, the launcher's ranks read
+    else:
+        spec = build_spec(cfg)
     # deterministic=true: CUBLAS_WORKSPACE_CONFIG before any CUDA context, inherited by spawned ranks
-    seeding.deterministic_environment(cfg)
-    emulation.apply(cfg, env.world_size)  # emulate.world_size=N: N ranks' global batch on this one
-    packing.apply(cfg, _multirun())  # t4bench.gpu_share / t4bench.mps: how many runs share the GPU
-    slurm.apply(cfg)  # t4bench.sweep_launcher, t4bench.slurm.job_id: which sweep launcher and Slurm job
-    if env.is_main and not checked:
-        store_probe.tracking(str(cfg.tracking.uri))  # a dead server or damaged store: one line in seconds
-    bench_cls = benchmark_class(cfg)
-    framework = frameworks.framework_of(cfg, bench_cls)
+    seeding.deterministic_environment(spec.deterministic)
+    spec = spec.with_derived(derive(spec, env, _multirun()))
+    if env.is_main and checked is None:
+        store_probe.tracking(str(spec.tracking.uri))  # a dead server or damaged store: one line in seconds
+    bench_cls = benchmark_class(spec)
+    framework = frameworks.framework_of(spec, bench_cls)
     frameworks.preflight(framework, env)  # PyTorch: torch.distributed / horovod.torch, the ranks' backends
-    if not cfg.input.synthetic and not checked:
-        bench_cls.check_inputs(cfg)
+    if not spec.input.synthetic and checked is None:
+        bench_cls.check_inputs(spec)
     # `tracking.run_id`: a run made by a launcher (mlflow run) to train into; `resume=`: the
     # checkpoint's run, RUNNING again (also when this process spawns the ranks)
-    resumed = None if cfg.tracking.get("run_id") or not env.is_main else frameworks.resumed_run(framework, cfg, env)
-    run_id = cfg.tracking.get("run_id") or (resumed.info.run_id if resumed else None)
+    given_run = spec.tracking.get("run_id")
+    resumed = None if given_run or not env.is_main else frameworks.resumed_run(framework, spec, env)
+    run_id = given_run or (resumed.info.run_id if resumed else None)
     try:
         if env.spawn:
-            return _spawn_ranks(cfg, env, output_dir, bench_cls, frameworks.spawner(framework), run_id)
+            return _spawn_ranks(spec, env, output_dir, bench_cls, frameworks.spawner(framework), run_id)
         from t4bench.rank import run_rank  # MLflow and the framework: only now
 
-        return run_rank(cfg, env, output_dir, run_id=run_id)
+        return run_rank(spec, env, output_dir, run_id=run_id)
     except BaseException:
         if resumed is not None and resumed.info.status == names.FINISHED:
             # a failed attempt to train a finished run further leaves its result as it was
-            frameworks.restore_finished(framework, cfg, resumed)
+            frameworks.restore_finished(framework, spec, resumed)
         raise
+
+
+def derive(spec: RunSpec, env: RunEnvironment, multirun: bool) -> RunDerived:
+    """What this run works out from its spec and where it runs, as one value: emulate.world_size=N
+    (N ranks' global batch on this one), how many runs share the GPU (t4bench.gpu_share /
+    t4bench.mps, a packed CPU run's threads), and which sweep launcher and Slurm job it runs in."""
+    batch, emulated = emulation.derive(spec, env.world_size)
+    share, threads, shared = packing.derive(spec, multirun)
+    return RunDerived(tags={**emulated, **shared, **slurm.tags()}, batch_size=batch, gpu_share=share, threads=threads)
 
 
 def _task_overrides() -> list[str]:
@@ -83,7 +102,7 @@ def _multirun() -> bool:
 
 
 def _spawn_ranks(
-    cfg: DictConfig,
+    spec: RunSpec,
     env: RunEnvironment,
     output_dir: Path,
     bench_cls: type[Benchmark],
@@ -95,15 +114,15 @@ def _spawn_ranks(
     it FAILED/KILLED if they die."""
     from t4bench.tracking.run import RunTracker, contract_tags
 
-    # ranks are fresh interpreters without Hydra: hand them the config with ${...} resolved here
-    plain = OmegaConf.to_container(cfg, resolve=True)
-    tracker = RunTracker(str(cfg.tracking.uri), run_id or None)
-    tags = {**contract_tags(cfg, env, bench_cls), **env.tags, names.LAUNCHER: env.launcher}
-    run_id = tracker.start(cfg, env, tags)
+    # ranks are fresh interpreters without Hydra: hand them the spec with ${...} resolved here
+    resolved = spec.resolved()
+    tracker = RunTracker(str(spec.tracking.uri), run_id or None)
+    tags = {**contract_tags(spec, env, bench_cls), **env.tags, names.LAUNCHER: env.launcher}
+    run_id = tracker.start(spec, env, tags)
     status = names.FAILED
     try:
         with sigterm_raises():
-            summary = spawn(cfg, env, _spawned_rank, (plain, env, str(output_dir), run_id))
+            summary = spawn(spec, env, _spawned_rank, (resolved, env, str(output_dir), run_id))
         status = names.FINISHED
         return summary
     except (KeyboardInterrupt, RunTerminated) as stop:
@@ -119,14 +138,12 @@ def _spawn_ranks(
             _fail_if_running(tracker, status)
 
 
-def _spawned_rank(plain: dict[str, Any], env: RunEnvironment, output_dir: str, run_id: str) -> dict[str, Any]:
+def _spawned_rank(spec: RunSpec, env: RunEnvironment, output_dir: str, run_id: str) -> dict[str, Any]:
     """One rank started by `_spawn_ranks` (importable by name: ranks are fresh interpreters)."""
     from t4bench.rank import run_rank
 
-    cfg = OmegaConf.create(plain)
-    assert isinstance(cfg, DictConfig)
     try:
-        return run_rank(cfg, env.for_spawned_rank(os.environ), Path(output_dir), run_id=run_id)
+        return run_rank(spec, env.for_spawned_rank(os.environ), Path(output_dir), run_id=run_id)
     except T4BenchError as err:
         print(f"t4bench: error: {err}", file=sys.stderr, flush=True)
         raise

@@ -24,9 +24,10 @@ from collections.abc import MutableMapping
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from t4bench.errors import T4BenchError
+from t4bench.spec import RunSpec
 from t4bench.tracking import names
 
 
@@ -66,36 +67,32 @@ REFUSED_PERF = {
 }
 
 
-def deterministic(cfg: DictConfig | MutableMapping[str, Any]) -> bool:
-    return bool(cfg.get("deterministic", False))
-
-
-def perf_option(cfg: DictConfig, option: str) -> Any:
+def perf_option(spec: RunSpec, option: str) -> Any:
     """perf.<option> as `PerfOptions.from_config` resolves it (its value, else the model's entry)."""
-    value = OmegaConf.select(cfg, f"perf.{option}", default=None)
-    if value is None and "model" in cfg:
-        value = OmegaConf.select(cfg, f"perf.models.{cfg.model.name}.{option}", default=None)
+    value = OmegaConf.select(spec.config, f"perf.{option}", default=None)
+    if value is None and spec.model.name:
+        value = OmegaConf.select(spec.config, f"perf.models.{spec.model.name}.{option}", default=None)
     return value
 
 
-def check_deterministic(cfg: DictConfig) -> None:
+def check_deterministic(spec: RunSpec) -> None:
     """deterministic=true with a perf option that cannot be deterministic: one line, before any run."""
-    if not deterministic(cfg):
+    if not spec.deterministic:
         return
     for option, why in REFUSED_PERF.items():
-        if perf_option(cfg, option):
+        if perf_option(spec, option):
             raise T4BenchError(
                 f"deterministic=true and perf.{option}=true cannot go together ({why}); "
                 f"set perf.{option}=false or deterministic=false"
             )
 
 
-def deterministic_environment(cfg: DictConfig, environ: MutableMapping[str, str] | None = None) -> None:
+def deterministic_environment(on: bool, environ: MutableMapping[str, str] | None = None) -> None:
     """deterministic=true: CUBLAS_WORKSPACE_CONFIG (and Inductor's deterministic mode) in this
     process's environment before any CUDA context exists; ranks spawned from here inherit it (ranks
     an outer launcher started, torchrun or srun, each run this themselves). A value already
-    deterministic is left alone."""
-    if not deterministic(cfg):
+    deterministic is left alone. `on`: the run's `deterministic`."""
+    if not on:
         return
     environ = os.environ if environ is None else environ
     if environ.get("CUBLAS_WORKSPACE_CONFIG") not in CUBLAS_DETERMINISTIC:

@@ -12,15 +12,19 @@ benchmark's `check_inputs`). Each failure is one `T4BenchError` line.
 Hydra, OmegaConf and the standard library load at import (~0.3 s per composition); the
 benchmark's module only for the data check, once the config is known to be good.
 
-A single run's command line that passed every check here is remembered with its
-`RunEnvironment` (`checked_env`): the runner of the same process skips its own pass over the
-same checks for the config Hydra composed from the same task overrides. A
---multirun's jobs differ from the two ends checked here, so the runner checks each of them.
+A single run's command line that passed every check here is returned as a `Checked` value (its
+task overrides and the `RunEnvironment` the hardware check made). `t4bench.__main__` passes it to
+the Hydra task function it makes, which hands it to the runner: for the config Hydra composed
+from the same task overrides, the runner builds the spec and skips its checks of places
+(hardware, tracking store, data). The preflight's composition serves the checks only: the job's
+config is Hydra's own (its output folder and timestamp are the job's). A --multirun's jobs
+differ from the two ends checked here, so the runner checks each of them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -30,21 +34,24 @@ from t4bench.errors import T4BenchError
 from t4bench.preflight import config as validation
 from t4bench.preflight import hardware, overrides, places, slurm, study_matrix
 from t4bench.run_env import RunEnvironment
+from t4bench.spec import RunSpec
 from t4bench.tracking import store_probe as probe
 
 MULTIRUN_FLAGS = ("--multirun", "-m")
 
-#: the task overrides of the single run checked in this process (Hydra composes the same config
-#: from them: same conf/, same environment), and the RunEnvironment the hardware check made for it
-_checked: tuple[tuple[str, ...], RunEnvironment] | None = None
 
+@dataclass(frozen=True)
+class Checked:
+    """A single run's command line that passed every check: its task overrides (Hydra composes the
+    same config from them: same conf/, same environment) and the RunEnvironment made for it."""
 
-def checked_env(task_overrides: Sequence[str]) -> RunEnvironment | None:
-    """The RunEnvironment of the single run whose task overrides (`HydraConfig.overrides.task`)
-    `check` passed in this process; None otherwise: then the caller checks the config itself."""
-    if _checked is None or _checked[0] != tuple(task_overrides):
-        return None
-    return _checked[1]
+    task_overrides: tuple[str, ...]
+    env: RunEnvironment
+
+    def env_for(self, task_overrides: Sequence[str]) -> RunEnvironment | None:
+        """The RunEnvironment when `task_overrides` (`HydraConfig.overrides.task`) are the ones
+        checked; None otherwise: then the caller checks the config itself."""
+        return self.env if tuple(task_overrides) == self.task_overrides else None
 
 
 def _parse(lines: Sequence[str]) -> list[Any]:
@@ -96,25 +103,26 @@ def _is_hydra(line: str) -> bool:
     return key == "hydra" or key.startswith(("hydra.", "hydra/"))
 
 
-def _check_values(cfg: DictConfig) -> None:
-    validation.validate(cfg)
-    hardware.check_scale(cfg)
+def _check_values(cfg: DictConfig) -> RunSpec:
+    spec = validation.validate(cfg)
+    hardware.check_scale(spec)
+    return spec
 
 
-def _check_places(cfg: DictConfig) -> RunEnvironment:
+def _check_places(spec: RunSpec) -> RunEnvironment:
     """The hardware, the tracking store and the data files' structure, resolved as the job will resolve them
     (Hydra's node set, so `${hydra:runtime.cwd}` is this directory). The benchmark's module (and
     torch) load here instead of later in the same process. Returns the run environment."""
     from hydra.core.hydra_config import HydraConfig
 
-    HydraConfig.instance().set_config(cfg)
+    HydraConfig.instance().set_config(spec.config)
     try:
-        env = hardware.check(cfg)  # the hardware asked for is here (hw=h200 on a CPU host: one line)
-        probe.tracking(str(cfg.tracking.uri))  # a dead server or damaged store: one line in seconds
-        if not bool(OmegaConf.select(cfg, "input.synthetic", default=False)):
+        env = hardware.check(spec)  # the hardware asked for is here (hw=h200 on a CPU host: one line)
+        probe.tracking(str(spec.tracking.uri))  # a dead server or damaged store: one line in seconds
+        if not spec.input.synthetic:
             from t4bench.benchmark import benchmark_class
 
-            benchmark_class(cfg).check_inputs(cfg)
+            benchmark_class(spec).check_inputs(spec)
     finally:
         HydraConfig.instance().cfg = None  # Hydra sets the job's own when it starts it
     return env
@@ -169,13 +177,12 @@ def _check_flags(argv: Sequence[str]) -> None:
         )
 
 
-def check(argv: Sequence[str]) -> None:
-    """Raise one `T4BenchError` line for anything wrong on the command line `argv`."""
-    global _checked
-    _checked = None  # remembered only for the command line checked last, and only when it passes
+def check(argv: Sequence[str]) -> Checked | None:
+    """Raise one `T4BenchError` line for anything wrong on the command line `argv`; what a single
+    run's checks found (None for a sweep, a dry run, or a command line Hydra prints or loads itself)."""
     if any(arg.startswith("-") and arg not in MULTIRUN_FLAGS for arg in argv):
         _check_flags(argv)
-        return  # --cfg, --help, --info, --config-name ...: printing, or a config Hydra loads itself
+        return None  # --cfg, --help, --info, --config-name ...: printing, or a config Hydra loads itself
     multirun = any(arg in MULTIRUN_FLAGS for arg in argv)
     lines = [arg for arg in argv if not arg.startswith("-")]
     try:
@@ -191,12 +198,11 @@ def check(argv: Sequence[str]) -> None:
         overrides.check_sweeps_not_empty(lines)  # before any parent run or sweep folder exists
     if not multirun:
         cfg = _compose(lines, argv)
-        _check_values(cfg)
-        if study_matrix.is_dry_run(cfg):
-            return  # the app lists the experiment's runs: nothing is read or created
-        study_matrix.check(cfg)  # a run outside its matrix, before the data it would need is looked for
-        _checked = (tuple(line for line in lines if not _is_hydra(line)), _check_places(cfg))
-        return
+        spec = _check_values(cfg)
+        if study_matrix.is_dry_run(spec):
+            return None  # the app lists the experiment's runs: nothing is read or created
+        study_matrix.check(spec)  # a run outside its matrix, before the data it would need is looked for
+        return Checked(tuple(line for line in lines if not _is_hydra(line)), _check_places(spec))
     cfg = _compose(fixed, argv)
     _check_output(cfg, "hydra.sweep.dir")
     storage = OmegaConf.select(cfg, "hydra.sweeper.storage", default=None)
@@ -205,7 +211,7 @@ def check(argv: Sequence[str]) -> None:
     plain_params, searched = _searched(cfg, [o for o in parsed if o.is_sweep_override()])
     for high in (False, True):
         sampled = [_sample(override, high) for override in searched]
-        job = _compose([*fixed, *plain_params, *sampled], argv)
-        _check_values(job)
+        job = _check_values(_compose([*fixed, *plain_params, *sampled], argv))
     _check_places(job)
     slurm.check(cfg)  # sbatch fails only after the parent run and the sweep folder exist
+    return None

@@ -1,10 +1,11 @@
 """Check the composed config before anything starts: types, ranges and what this host can hold.
 
-One declarative table (`RULES`) says what each key outside the model section may be; the `model:`
-section's bounds are its benchmark's config dataclass (t4bench.benchmarks.registry). `validate(cfg)`
-walks both and raises one `T4BenchError` line `<key>=<value>: <what is allowed>` for the first bad
-value, so `seed=abc`, `hw.count=0` or a negative LR fail in about a second, before torch, MLflow
-or any run exists. Keys a config does not have are skipped.
+`validate(cfg)` builds the run spec (t4bench.spec: its typed fields carry the rules of the keys
+outside the model section), then walks the `model:` section's bounds, its benchmark's config
+dataclass (t4bench.benchmarks.registry), raising one `T4BenchError` line
+`<key>=<value>: <what is allowed>` for the first bad value, so `seed=abc`, `hw.count=0` or a
+negative LR fail in about a second, before torch, MLflow or any run exists. Keys a config does
+not have are skipped.
 Only the standard library and OmegaConf load here.
 """
 
@@ -14,73 +15,26 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import DictConfig
 
 from t4bench import hardware, run_env, seeding
 from t4bench.benchmarks import model_section, registry
 from t4bench.benchmarks.bounds import (
-    NON_NEGATIVE,
-    NON_NEGATIVE_INT,
     POSITIVE,
-    POSITIVE_INT,
     Choice,
-    Flag,
     Number,
     Rule,
 )
 from t4bench.benchmarks.bounds import format_number as _fmt
 from t4bench.errors import T4BenchError
 from t4bench.preflight.hardware import CONF_DIR
+from t4bench.spec import RunSpec, build_spec
+from t4bench.spec.run import known_keys as spec_keys
+from t4bench.spec.section import ABSENT, lookup
+from t4bench.spec.section import shown as _shown
 
-_ABSENT = object()
+_ABSENT = ABSENT
 
-
-RULES: tuple[tuple[str, Rule], ...] = (
-    # numpy's and torch's seeds must fit in 32 bits unsigned (numpy rejects negatives)
-    ("seed", Number(integer=True, low=0, high=2**32 - 1)),
-    ("data_seed", Number(integer=True, low=0, high=2**32 - 1, nullable=True)),
-    ("deterministic", Flag()),
-    ("max_epochs", POSITIVE_INT),
-    # a fraction 1/k of an epoch (checked whole in check_eval_every)
-    ("eval_every", Number(low=0, high=1, low_open=True)),
-    # evaluation reads an EMA of the weights with this half-life (t4bench.pytorch.averaging); 0: off
-    ("ema.half_life_epochs", NON_NEGATIVE),
-    ("progress", Choice(("auto", "bar", "plain", "off"))),
-    # the MLPerf round whose reference targets apply (before model.target, which reads it)
-    ("scale.target_version", Choice(("v0_5", "v0_6"))),
-    ("input.synthetic", Flag()),
-    ("input.steps", POSITIVE_INT),
-    ("input.warmup_steps", NON_NEGATIVE_INT),
-    ("hw.count", POSITIVE_INT),
-    # host memory one CPU rank needs (check_host); null: measured per scale (RANK_MEMORY_GB)
-    ("hw.rank_memory_gb", Number(low=0, low_open=True, nullable=True)),
-    ("hw.strict", Flag()),
-    ("hw.threads", Number(integer=True, low=1, nullable=True)),
-    ("hw.loader_workers", Number(integer=True, low=0, nullable=True)),
-    # hw=auto leaves precision null (the detected profile's)
-    ("hw.precision", Choice(("fp32", "fp16", "bf16"), nullable=True)),
-    ("hw.telemetry.enabled", Flag()),
-    ("hw.telemetry.interval_s", POSITIVE),
-    ("hw.telemetry.log_interval_s", POSITIVE),
-    ("dist.backend", Choice(("ddp", "horovod"))),
-    ("dist.process_group", Choice(("auto", "nccl", "gloo"))),
-    ("dist.compression", Choice(("none", "fp16"))),
-    ("dist.timeout_s", POSITIVE),
-    ("dist.max_restarts", NON_NEGATIVE_INT),
-    # checkpoint/resume (t4bench.pytorch.checkpoint, t4bench.pytorch.resume): every N epochs (0: off), newest kept
-    ("checkpoint.every", NON_NEGATIVE_INT),
-    ("checkpoint.keep", POSITIVE_INT),
-    # the Optuna sweeper (checked by preflight/command_line, which composes Hydra's node); n_trials=0 on an
-    # existing study reports it and runs nothing
-    ("hydra.sweeper.n_trials", NON_NEGATIVE_INT),
-    # null: hw.runs_per_gpu x GPUs (t4bench.packing)
-    ("hydra.sweeper.n_jobs", Number(integer=True, low=1, nullable=True)),
-    # null: no limit (t4bench.sweep.study)
-    ("hydra.sweeper.timeout", Number(low=0, nullable=True)),
-    ("hydra.sweeper.seeds_per_trial", POSITIVE_INT),
-    ("resume_finished", Flag()),
-)
 
 #: what a framework's loop accepts beyond (or instead of) the PyTorch loop's choices, by model.framework
 FRAMEWORK_RULES: dict[str, tuple[tuple[str, Rule], ...]] = {
@@ -99,22 +53,9 @@ RANK_MEMORY_GB = {"mini": 1.25}
 DEFAULT_RANK_MEMORY_GB = 4.0
 
 
-def _shown(value: Any) -> str:
-    if isinstance(value, (ListConfig, DictConfig)):
-        value = OmegaConf.to_container(value, resolve=False)
-    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def _lookup(cfg: DictConfig, key: str) -> Any:
-    """The resolved value at `key`, `_ABSENT` when the config has no such key."""
-    try:
-        value = OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=True)
-    except OmegaConfBaseException as err:
-        detail = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise T4BenchError(f"{key}: cannot be resolved ({detail})") from None
-    if isinstance(value, (ListConfig, DictConfig)):
-        return OmegaConf.to_container(value, resolve=True)
-    return value
+def _lookup(cfg: RunSpec, key: str) -> Any:
+    """The resolved value at `key` of the composed config, `_ABSENT` when it has no such key."""
+    return lookup(cfg.config, key, key)
 
 
 def model_rules(model: Any) -> list[tuple[str, Rule]]:
@@ -128,25 +69,25 @@ def known_keys() -> set[str]:
     """Every key some rule checks: options any model or framework may be given with `+`."""
     configs = {about.config for about in registry.every()} | {model_section.ModelSection}
     model_keys = {key for config in configs for key, _ in model_section.rules(config)}
-    return {k for k, _ in RULES} | {k for rules in FRAMEWORK_RULES.values() for k, _ in rules} | model_keys
+    return set(spec_keys()) | {k for rules in FRAMEWORK_RULES.values() for k, _ in rules} | model_keys
 
 
-def rules_for(cfg: DictConfig) -> list[tuple[str, Rule]]:
-    """RULES and the model's own, with the run's framework's rules in place of the PyTorch loop's."""
+def rules_for(cfg: RunSpec) -> list[tuple[str, Rule]]:
+    """The model's rules, with the run's framework's rules in place of the PyTorch loop's."""
     framework = _lookup(cfg, "model.framework")
     own = dict(FRAMEWORK_RULES.get(str(framework), ()))
-    every = [*RULES, *model_rules(_lookup(cfg, "model.name"))]
+    every = model_rules(_lookup(cfg, "model.name"))
     return [(key, own.pop(key, rule)) for key, rule in every] + list(own.items())
 
 
-def check_rules(cfg: DictConfig, rules: Sequence[tuple[str, Rule]] | None = None) -> None:
+def check_rules(cfg: RunSpec, rules: Sequence[tuple[str, Rule]] | None = None) -> None:
     for key, rule in rules_for(cfg) if rules is None else rules:
         value = _lookup(cfg, key)
         if value is not _ABSENT and not rule.accepts(value):
             raise T4BenchError(f"{key}={_shown(value)}: must be {rule.allowed()}")
 
 
-def check_targets(cfg: DictConfig) -> None:
+def check_targets(cfg: RunSpec) -> None:
     """model.target: at least one metric, each a number within the metric's scale."""
     target = _lookup(cfg, "model.target")
     if target is _ABSENT:
@@ -173,14 +114,14 @@ def _available_memory_gb() -> float | None:
     return None
 
 
-def rank_memory_gb(cfg: DictConfig) -> float:
+def rank_memory_gb(cfg: RunSpec) -> float:
     given = cfg.hw.get("rank_memory_gb")
     if given is not None:
         return float(given)
     return RANK_MEMORY_GB.get(str(cfg.scale.name), DEFAULT_RANK_MEMORY_GB)
 
 
-def max_cpu_ranks(cfg: DictConfig) -> tuple[int, str]:
+def max_cpu_ranks(cfg: RunSpec) -> tuple[int, str]:
     """How many CPU ranks this host can run at once, and why: one core each (more ranks than cores
     only time-slice, which measures the scheduler), and the memory each rank needs."""
     cores = hardware.host_cores()
@@ -194,7 +135,7 @@ def max_cpu_ranks(cfg: DictConfig) -> tuple[int, str]:
     return limit, why
 
 
-def check_host(cfg: DictConfig) -> None:
+def check_host(cfg: RunSpec) -> None:
     """hw.count against what this host holds. GPU counts are hardware.check's (it knows the
     profile); here: CPU ranks, also a GPU profile falling back to the CPU (hw.strict=false)."""
     count = int(cfg.hw.count)
@@ -210,7 +151,7 @@ def check_host(cfg: DictConfig) -> None:
         raise T4BenchError(f"hw.count={count}: must be 1..{limit} CPU ranks on this host ({why})")
 
 
-def check_hparams(cfg: DictConfig) -> None:
+def check_hparams(cfg: RunSpec) -> None:
     """`hparams=tuned` needs a preset for this model and scale: never a silent fall-back to the
     reference settings (the run would be recorded as tuned)."""
     node = cfg.get("hparams")
@@ -229,7 +170,7 @@ def check_hparams(cfg: DictConfig) -> None:
 PYTORCH_ONLY: tuple[tuple[str, float], ...] = (("ema.half_life_epochs", 0.0),)
 
 
-def check_framework_options(cfg: DictConfig) -> None:
+def check_framework_options(cfg: RunSpec) -> None:
     framework = _lookup(cfg, "model.framework")
     if framework in (_ABSENT, "pytorch"):
         return
@@ -241,7 +182,7 @@ def check_framework_options(cfg: DictConfig) -> None:
             )
 
 
-def check_ema(cfg: DictConfig) -> None:
+def check_ema(cfg: RunSpec) -> None:
     """A weight average whose half-life outlasts the run would hardly move from the first weights."""
     half_life, epochs = _lookup(cfg, "ema.half_life_epochs"), _lookup(cfg, "max_epochs")
     if _ABSENT in (half_life, epochs) or not isinstance(half_life, (int, float)) or not isinstance(epochs, int):
@@ -253,7 +194,7 @@ def check_ema(cfg: DictConfig) -> None:
         )
 
 
-def check_eval_every(cfg: DictConfig) -> None:
+def check_eval_every(cfg: RunSpec) -> None:
     """eval_every is 1/k of an epoch for a whole k (the loop evaluates k times an epoch)."""
     value = _lookup(cfg, "eval_every")
     if value is _ABSENT or value is None:
@@ -265,16 +206,19 @@ def check_eval_every(cfg: DictConfig) -> None:
         )
 
 
-def validate(cfg: DictConfig) -> None:
-    """Raise one T4BenchError line for the first config value that cannot work; no side effects."""
-    check_rules(cfg)
-    check_eval_every(cfg)
-    check_framework_options(cfg)
-    check_ema(cfg)
-    check_targets(cfg)
-    check_hparams(cfg)
-    seeding.check_deterministic(cfg)  # deterministic=true with perf.cudnn_benchmark=true
+def validate(cfg: DictConfig) -> RunSpec:
+    """The run spec of `cfg`; one T4BenchError line for the first config value that cannot work
+    (the spec's typed fields, then the model's keys and the checks across keys); no side effects."""
+    spec = build_spec(cfg)
+    check_rules(spec)
+    check_eval_every(spec)
+    check_framework_options(spec)
+    check_ema(spec)
+    check_targets(spec)
+    check_hparams(spec)
+    seeding.check_deterministic(spec)  # deterministic=true with perf.cudnn_benchmark=true
     threads = os.environ.get("OMP_NUM_THREADS")
     if threads is not None and not (threads.isdigit() and int(threads) >= 1):
         raise T4BenchError(f"OMP_NUM_THREADS={threads}: must be a positive integer (or unset)")
-    check_host(cfg)
+    check_host(spec)
+    return spec

@@ -4,11 +4,10 @@ here (no torch, no MLflow), so bad input fails in about a second with one line."
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
-
 from t4bench import resources, run_env
 from t4bench.errors import T4BenchError
 from t4bench.run_env import RunEnvironment
+from t4bench.spec import RunSpec
 
 #: the Hydra app's config folder as shipped in the package (t4bench.resources)
 CONF_DIR = resources.conf_dir()
@@ -34,7 +33,7 @@ def available_scales(model: str) -> list[str]:
     return [BUILTIN_SCALE, *sorted(specific - {BUILTIN_SCALE})]
 
 
-def check_scale(cfg: DictConfig) -> None:
+def check_scale(cfg: RunSpec) -> None:
     """Hydra skips a missing optional `model_scale` silently, which would run the mini sizes under
     another scale's name: refuse a scale the model has no file for."""
     model, scale = str(cfg.model.name), str(cfg.scale.name)
@@ -46,9 +45,9 @@ def check_scale(cfg: DictConfig) -> None:
         )
 
 
-def check(cfg: DictConfig) -> RunEnvironment:
+def check(spec: RunSpec) -> RunEnvironment:
     """The run environment (`hw=auto` resolved, a launcher's ranks read), after one-line errors for a
     scale the model lacks or hardware this machine does not have (unless hw.strict=false). The
     config is left as composed."""
-    check_scale(cfg)
-    return run_env.resolve(cfg)
+    check_scale(spec)
+    return run_env.resolve(spec.config)

@@ -16,6 +16,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from t4bench.errors import T4BenchError
+from t4bench.spec import RunSpec
 
 
 def expand(matrix: Mapping[str, Any]) -> list[dict[str, str]]:
@@ -36,7 +37,7 @@ def command_lines(name: str, runs: Sequence[Mapping[str, str]]) -> list[str]:
     ]
 
 
-def _resolved_hw(cfg: DictConfig) -> str:
+def _resolved_hw(cfg: RunSpec) -> str:
     name = str(cfg.hw.name)
     if name != "auto":
         return name
@@ -45,7 +46,7 @@ def _resolved_hw(cfg: DictConfig) -> str:
     return hardware.profile_for(hardware.detect())
 
 
-def gate(cfg: DictConfig) -> bool:
+def gate(cfg: RunSpec) -> bool:
     """For a config with a matrix experiment: print its runs and return True for a dry run (the
     caller exits 0, running nothing); raise T4BenchError (one line) for a run outside the matrix;
     return False to run. Configs without one: False, at once."""
@@ -62,7 +63,7 @@ def gate(cfg: DictConfig) -> bool:
     return False
 
 
-def is_dry_run(cfg: DictConfig) -> bool:
+def is_dry_run(cfg: RunSpec) -> bool:
     """A matrix experiment asked only to list its runs (nothing is read or created)."""
     exp = cfg.get("experiment")
     return isinstance(exp, DictConfig) and "matrix" in exp and bool(exp.get("dry_run"))
@@ -72,7 +73,7 @@ def _matrix(exp: DictConfig) -> dict[str, Any]:
     return {str(k): v for k, v in OmegaConf.to_container(exp.matrix, resolve=True).items()}  # type: ignore[union-attr]
 
 
-def check(cfg: DictConfig) -> None:
+def check(cfg: RunSpec) -> None:
     """One line (T4BenchError) for a run outside its matrix experiment; nothing for other configs."""
     exp = cfg.get("experiment")
     if not isinstance(exp, DictConfig) or "matrix" not in exp:

@@ -23,10 +23,10 @@ import copy
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
 from torch.optim.swa_utils import get_ema_multi_avg_fn
 
 from t4bench.errors import T4BenchError
+from t4bench.spec import RunSpec
 
 
 def decay_per_step(half_life_epochs: float, samples_per_epoch: int, global_batch: int) -> float:
@@ -66,7 +66,7 @@ class WeightAverage:
 
     @classmethod
     def from_config(
-        cls, cfg: DictConfig, model: torch.nn.Module, samples_per_epoch: int, global_batch: int
+        cls, cfg: RunSpec, model: torch.nn.Module, samples_per_epoch: int, global_batch: int
     ) -> WeightAverage | None:
         """None when `ema.half_life_epochs` is 0 (or absent), and for `input.synthetic` runs, which
         never evaluate (their throughput would pay for an average nobody reads)."""

@@ -22,11 +22,10 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from omegaconf import DictConfig
-
 from t4bench import run_env
 from t4bench.errors import RanksFailed, RunTerminated, T4BenchError
 from t4bench.run_env import RunEnvironment
+from t4bench.spec import RunSpec
 
 
 def preflight(env: RunEnvironment) -> None:
@@ -55,7 +54,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def spawn(cfg: DictConfig, env: RunEnvironment, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+def spawn(cfg: RunSpec, env: RunEnvironment, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     """Run `fn(*args)` on `env.world_size` local ranks; return rank 0's result.
 
     `fn` must be importable by name (the ranks are fresh interpreters); each joins the group with
@@ -145,7 +144,7 @@ def _init_method(env: RunEnvironment) -> str:
     return f"tcp://{addr}:{env.master_port}"
 
 
-def init_process_group(cfg: DictConfig, env: RunEnvironment) -> None:
+def init_process_group(cfg: RunSpec, env: RunEnvironment) -> None:
     """Join the group of `env`'s ranks (nothing in a single process)."""
     import torch
     import torch.distributed as dist

@@ -10,8 +10,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from omegaconf import DictConfig
-
 from t4bench import cadence
 from t4bench.benchmark import Benchmark
 from t4bench.cadence import Diverged, EpochCallback
@@ -22,6 +20,7 @@ from t4bench.pytorch import distributed, shape_warmup
 from t4bench.pytorch.context import RunContext
 from t4bench.pytorch.resume import EpochCheckpoints
 from t4bench.pytorch.trainer import LOSS_READ_INTERVAL, Trainer
+from t4bench.spec import RunSpec
 from t4bench.stopping import StopRun  # framework-free, so callbacks need not import torch
 from t4bench.tracking import names
 from t4bench.tracking.epoch_metrics import epoch_metrics
@@ -45,7 +44,7 @@ class TorchSteps(cadence.TrainerSteps[Trainer]):
 
 def train_to_target(
     bench: Benchmark,
-    cfg: DictConfig,
+    cfg: RunSpec,
     ctx: RunContext,
     *,
     mlperf: MLPerfLog,
@@ -74,7 +73,7 @@ def train_to_target(
 
 def measure_throughput(
     bench: Benchmark,
-    cfg: DictConfig,
+    cfg: RunSpec,
     ctx: RunContext,
     *,
     mlperf: MLPerfLog,

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
-from omegaconf import DictConfig
 
 from t4bench import packing, seeding
 from t4bench.benchmark import Benchmark
@@ -19,6 +18,7 @@ from t4bench.pytorch import determinism, distributed, launch, loop, perf_profile
 from t4bench.pytorch.context import RunContext
 from t4bench.pytorch.perf import PerfOptions
 from t4bench.run_env import RunEnvironment
+from t4bench.spec import RunSpec
 from t4bench.tracking import names
 
 T = TypeVar("T")
@@ -38,7 +38,7 @@ def device_for(env: RunEnvironment) -> torch.device:
     return torch.device("cuda", index)
 
 
-def run_context(cfg: DictConfig, env: RunEnvironment, device: torch.device) -> RunContext:
+def run_context(cfg: RunSpec, env: RunEnvironment, device: torch.device) -> RunContext:
     """What a benchmark may know about this rank."""
     return RunContext(
         device=device,
@@ -50,27 +50,27 @@ def run_context(cfg: DictConfig, env: RunEnvironment, device: torch.device) -> R
         data_root=Path(str(cfg.paths.data_root)),
         channels_last=bool(cfg.model.get("channels_last", False)) and device.type == "cuda",
         num_workers=int(env.hw.get("loader_workers", 0) or 0),
-        data_seed=None if cfg.get("data_seed") is None else int(cfg.data_seed),
+        data_seed=cfg.data_seed,
     )
 
 
 class TorchRank:
     """A `frameworks.RankSession` for PyTorch benchmarks."""
 
-    def __init__(self, cfg: DictConfig, env: RunEnvironment) -> None:
+    def __init__(self, cfg: RunSpec, env: RunEnvironment) -> None:
         self.cfg = cfg
         self.env = env
         launch.init_process_group(cfg, env)
         if env.threads is not None:
             torch.set_num_threads(env.threads)
         self.ctx = run_context(cfg, env, device_for(env))
-        fraction = packing.memory_fraction(cfg)
+        fraction = packing.memory_fraction(cfg.hw, cfg.derived.gpu_share)
         if fraction is not None and self.ctx.device.type == "cuda":  # packed: its share of the GPU, no more
             torch.cuda.set_per_process_memory_fraction(fraction, self.ctx.device)
         # before the benchmark builds anything; set on or off for every run (process-wide switches)
         # the profile in effect (under hw=auto, the found GPU's), as the loop will build its options
         compiled = bool(perf_profiles.chosen(cfg).options.get("compile"))
-        determinism.apply(seeding.deterministic(cfg), compiled=compiled)
+        determinism.apply(cfg.deterministic, compiled=compiled)
 
     def broadcast(self, obj: T) -> T:
         return distributed.broadcast_object(obj)
@@ -113,5 +113,5 @@ class TorchRank:
         distributed.shutdown()
 
 
-def join(cfg: DictConfig, env: RunEnvironment) -> TorchRank:
+def join(cfg: RunSpec, env: RunEnvironment) -> TorchRank:
     return TorchRank(cfg, env)

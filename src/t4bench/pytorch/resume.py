@@ -10,16 +10,16 @@ time-to-train counting the saved training time plus the new (MLPerf counts train
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig, OmegaConf
-
 from t4bench.cadence import Continued
 from t4bench.pytorch import checkpoint
 from t4bench.pytorch.checkpoint import CheckpointError
+from t4bench.spec import RunSpec
 from t4bench.tracking import names
 
 if TYPE_CHECKING:
@@ -109,16 +109,17 @@ class ResumePoint:
         return int(self.payload["loop"]["epoch"])
 
 
-def setup_of(cfg: DictConfig) -> dict[str, str]:
-    return {key: str(OmegaConf.select(cfg, key)) for key in SAME_SETUP}
+def setup_of(cfg: RunSpec) -> dict[str, str]:
+    # the spec's values, so an emulated run's batch is the one it trains with
+    return {key: str(functools.reduce(getattr, key.split("."), cfg)) for key in SAME_SETUP}
 
 
-def meta_for(cfg: DictConfig, run_id: str | None) -> dict[str, Any]:
+def meta_for(cfg: RunSpec, run_id: str | None) -> dict[str, Any]:
     """What a checkpoint records about the run that wrote it (`checkpoint.save(meta=...)`)."""
     return {"run_id": run_id or "", "setup": setup_of(cfg)}
 
 
-def find(cfg: DictConfig) -> ResumePoint | None:
+def find(cfg: RunSpec) -> ResumePoint | None:
     """The checkpoint `resume=` names (None without `resume`), checked against this config."""
     wanted = cfg.get("resume")
     if wanted in (None, ""):
@@ -144,7 +145,7 @@ def reopen(client: Any, run_id: str, epoch: int) -> None:
     client.set_tag(run_id, RESUMED_TAG, str(epoch))
 
 
-def reopened_run(cfg: DictConfig, env: RunEnvironment) -> Any:
+def reopened_run(cfg: RunSpec, env: RunEnvironment) -> Any:
     """resume=...: the checkpoint's MLflow run as it was before this attempt (None without resume),
     reopened after the checks: settings that may not change, a FINISHED run not asked for;
     `frameworks.RESUMERS["pytorch"]`."""
@@ -181,7 +182,7 @@ class EpochCheckpoints:
     `logger` is the loop's epoch logger: its `run_id` goes into the checkpoint (so `resume=<folder>`
     finds the run) and, when it can `set_tags`, the run is tagged with the checkpoint folder."""
 
-    def __init__(self, cfg: DictConfig, is_main: bool, logger: Any = None) -> None:
+    def __init__(self, cfg: RunSpec, is_main: bool, logger: Any = None) -> None:
         node = cfg.get("checkpoint") or {}
         self.every = int(node.get("every", 0) or 0)
         self.keep = int(node.get("keep", 2) or 2)

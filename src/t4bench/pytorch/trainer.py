@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
 
 from t4bench import schedule as schedules
 from t4bench.benchmark import Benchmark
@@ -21,6 +20,7 @@ from t4bench.pytorch.context import RunContext
 from t4bench.pytorch.divergence import DivergenceGuard, DivergenceRule
 from t4bench.pytorch.perf import PerfOptions
 from t4bench.pytorch.perf_step import build_step, prefetched
+from t4bench.spec import RunSpec
 from t4bench.tracking.epoch_metrics import train_stats
 
 # how often (in steps) the loss is read back to the host for the progress bar and divergence check;
@@ -31,7 +31,7 @@ LOSS_READ_INTERVAL = 20
 class Trainer:
     """Optimizer, LR schedule, precision and the step counters of one run."""
 
-    def __init__(self, bench: Benchmark, cfg: DictConfig, ctx: RunContext) -> None:
+    def __init__(self, bench: Benchmark, cfg: RunSpec, ctx: RunContext) -> None:
         self.bench = bench
         # the `perf` group: precision/memory-format overrides, compile, fused optimizer, CUDA graphs
         self.perf = PerfOptions.from_config(cfg, ctx.device)

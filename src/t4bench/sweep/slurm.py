@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from t4bench.tracking import names
 
@@ -43,15 +43,15 @@ def sweep_launcher() -> str:
     return str(HydraConfig.get().runtime.choices.get("hydra/launcher") or "basic")
 
 
-def apply(cfg: DictConfig, environ: Mapping[str, str] | None = None) -> None:
-    """Add t4bench.sweep_launcher and, inside a Slurm job, t4bench.slurm.job_id to `tracking.tags`
-    (the tags every run of this process carries from its creation)."""
+def tags(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """t4bench.sweep_launcher and, inside a Slurm job, t4bench.slurm.job_id: tags every run of this
+    process carries from its creation."""
     environ = os.environ if environ is None else environ
-    with open_dict(cfg):
-        cfg.tracking.tags[names.SWEEP_LAUNCHER] = sweep_launcher()
-        job = job_id(environ)
-        if job:
-            cfg.tracking.tags[names.SLURM_JOB_ID] = job
+    found = {names.SWEEP_LAUNCHER: sweep_launcher()}
+    job = job_id(environ)
+    if job:
+        found[names.SLURM_JOB_ID] = job
+    return found
 
 
 def nodes_error(nodes: int, count: int, world_size: int, environ: Mapping[str, str]) -> str | None:

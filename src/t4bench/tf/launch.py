@@ -27,10 +27,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from t4bench.errors import RanksFailed
 from t4bench.run_env import RunEnvironment
+from t4bench.spec import RunSpec
 
 #: the t4bench.launcher tag of ranks started here
 LAUNCHER_NAME = "t4bench.tf.launch (TF_CONFIG)"
@@ -73,7 +72,7 @@ def _as_rank_zero(world: int) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def spawn(cfg: DictConfig, env: RunEnvironment, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+def spawn(cfg: RunSpec, env: RunEnvironment, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     if env.device_kind == "cuda":
         with _as_rank_zero(env.world_size):
             return fn(*args)

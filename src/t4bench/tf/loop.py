@@ -14,14 +14,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from omegaconf import DictConfig
-
 from t4bench import cadence
 from t4bench.benchmark import Benchmark
 from t4bench.cadence import Diverged
 from t4bench.frameworks import RunResult, RunServices
 from t4bench.mlperf import constants
 from t4bench.progress import ProgressReporter
+from t4bench.spec import RunSpec
 from t4bench.tf.context import StepBatches, TFContext
 from t4bench.tf.trainer import KerasTrainer
 from t4bench.tracking import names
@@ -62,7 +61,7 @@ def _check_replicas(trainer: KerasTrainer, services: RunServices) -> None:
         services.progress.line(f"warning: the {len(digests)} workers ended with different weights: {digests}")
 
 
-def train_to_target(bench: Benchmark, cfg: DictConfig, ctx: TFContext, services: RunServices) -> RunResult:
+def train_to_target(bench: Benchmark, cfg: RunSpec, ctx: TFContext, services: RunServices) -> RunResult:
     """Train until every `cfg.model.target` metric is reached, `cfg.max_epochs` epochs ran, or the
     loss diverged; evaluate `1 / eval_every` times per epoch (epochs count as trained fractions)."""
     per_epoch = cadence.evaluations_per_epoch(float(cfg.get("eval_every", 1.0)))
@@ -74,7 +73,7 @@ def train_to_target(bench: Benchmark, cfg: DictConfig, ctx: TFContext, services:
     return result
 
 
-def measure_throughput(bench: Benchmark, cfg: DictConfig, ctx: TFContext, services: RunServices) -> RunResult:
+def measure_throughput(bench: Benchmark, cfg: RunSpec, ctx: TFContext, services: RunServices) -> RunResult:
     """`input=synthetic`: the same training step on one generated batch, for a fixed step count. A
     run whose loss diverges reports no throughput."""
     import tensorflow as tf

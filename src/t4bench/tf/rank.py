@@ -19,13 +19,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from omegaconf import DictConfig
-
 from t4bench import run_env, seeding
 from t4bench.benchmark import Benchmark
 from t4bench.errors import T4BenchError
 from t4bench.frameworks import RunServices, TrainResult
 from t4bench.run_env import RunEnvironment
+from t4bench.spec import RunSpec
 from t4bench.tf import launch
 from t4bench.tracking import names
 
@@ -42,7 +41,7 @@ HOROVOD_TF_MISSING = (
 )
 
 
-def settings_for(cfg: DictConfig) -> dict[str, Any]:
+def settings_for(cfg: RunSpec) -> dict[str, Any]:
     """`cfg.tensorflow` with every per-scale value ({mini: .., reference: ..}) picked for this scale."""
     scale = str(cfg.scale.name)
     picked: dict[str, Any] = {}
@@ -83,7 +82,7 @@ def _set_threads(tf: Any, threads: int | None) -> None:
 class TFRank:
     """A `frameworks.RankSession` for TensorFlow benchmarks."""
 
-    def __init__(self, cfg: DictConfig, env: RunEnvironment) -> None:
+    def __init__(self, cfg: RunSpec, env: RunEnvironment) -> None:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ INFO lines are noise in a run's output
         if env.dist_backend == "horovod":
             raise T4BenchError(HOROVOD_TF_MISSING)
@@ -100,7 +99,7 @@ class TFRank:
         # deterministic=true: TF's op determinism (its random ops then need a seed: `seed` below
         # sets the global one before any is built). TensorFlow has no public way to switch it off
         # again, so the tag reads what this process has had switched on
-        if seeding.deterministic(cfg):
+        if cfg.deterministic:
             tf.config.experimental.enable_op_determinism()
             _OP_DETERMINISM["on"] = True
         self.strategy, workers, self.backend = self._strategy(tf)
@@ -112,7 +111,7 @@ class TFRank:
             seed=int(cfg.seed),
             data_root=Path(str(cfg.paths.data_root)),
             settings=settings_for(cfg),
-            data_seed=None if cfg.get("data_seed") is None else int(cfg.data_seed),
+            data_seed=cfg.data_seed,
         )
 
     def _strategy(self, tf: Any) -> tuple[Any, int, str]:
@@ -200,5 +199,5 @@ class TFRank:
         """tf.distribute has no group to leave; the worker processes exit after the run."""
 
 
-def join(cfg: DictConfig, env: RunEnvironment) -> TFRank:
+def join(cfg: RunSpec, env: RunEnvironment) -> TFRank:
     return TFRank(cfg, env)

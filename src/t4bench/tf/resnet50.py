@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 from t4bench import baselines
 from t4bench.benchmark import Benchmark
 from t4bench.errors import DatasetMissingError
+from t4bench.spec import RunSpec
 
 if TYPE_CHECKING:
     import keras
     import tensorflow as tf
-    from omegaconf import DictConfig
 
     from t4bench.tf.context import StepBatches, TFContext
 
@@ -40,7 +40,7 @@ class KerasResNet50(Benchmark["TFContext"]):
     framework = "tensorflow"
     throughput_unit = "samples/s"
 
-    def __init__(self, cfg: DictConfig, ctx: TFContext) -> None:
+    def __init__(self, cfg: RunSpec, ctx: TFContext) -> None:
         super().__init__(cfg, ctx)
         self.tf_ctx = ctx
         self.model_cfg = cfg.model
@@ -63,7 +63,7 @@ class KerasResNet50(Benchmark["TFContext"]):
         self.val_pipeline = data.ImagePipeline(val, self.model_cfg.data, cache)
 
     @classmethod
-    def check_inputs(cls, cfg: DictConfig) -> None:
+    def check_inputs(cls, cfg: RunSpec) -> None:
         root = Path(str(cfg.model.data.path))
         for split in ("train", "val"):
             check_image_folder(root / split)
@@ -84,7 +84,7 @@ class KerasResNet50(Benchmark["TFContext"]):
     def build_model(self) -> keras.Model:
         from t4bench.tf import resnet
 
-        return resnet.build_from_config(self.model_cfg, float(self.tf_ctx.settings.get("bn_momentum", 0.9)))
+        return resnet.build_from_config(self.model_cfg.rest, float(self.tf_ctx.settings.get("bn_momentum", 0.9)))
 
     def param_groups(self, model: keras.Model) -> list[dict[str, Any]]:
         """MLPerf ResNet: no weight decay on batch-norm parameters and biases."""

@@ -18,11 +18,11 @@ from typing import Any
 import keras
 import numpy as np
 import tensorflow as tf
-from omegaconf import DictConfig
 
 from t4bench.benchmark import Benchmark
 from t4bench.progress import ProgressReporter
 from t4bench.schedule import base_lr
+from t4bench.spec import RunSpec
 from t4bench.tf import schedule as schedules
 from t4bench.tf.context import TFContext
 from t4bench.tf.divergence import DivergenceGuard
@@ -51,7 +51,7 @@ def build_optimizer(optimizer_cfg: Any, lr: float, precision: str) -> keras.opti
 class KerasTrainer:
     """One run's model and optimizer; the step counters are global (all replicas)."""
 
-    def __init__(self, bench: Benchmark, cfg: DictConfig, ctx: TFContext) -> None:
+    def __init__(self, bench: Benchmark, cfg: RunSpec, ctx: TFContext) -> None:
         self.bench = bench
         self.strategy = ctx.strategy
         self.replicas = ctx.world_size

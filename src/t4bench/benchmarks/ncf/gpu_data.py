@@ -15,12 +15,12 @@ negatives differ from the host sampler's (another random stream), not their law.
 from __future__ import annotations
 
 import torch
-from omegaconf import DictConfig
 
 from t4bench.benchmarks.ncf.model import NCFBenchmark
 from t4bench.benchmarks.ncf.movielens import LeaveOneOut
 from t4bench.pytorch.context import RunContext
 from t4bench.pytorch.perf import PerfOptions
+from t4bench.spec import RunSpec
 
 
 class GpuNegativeSampler:
@@ -85,7 +85,7 @@ class GpuResidentNCF(NCFBenchmark):
     """NCF with `GpuNegativeSampler` batches when `perf.gpu_data` is on (on the run's device, GPU or
     CPU); exactly `NCFBenchmark` otherwise. The evaluation candidates are moved to the device once."""
 
-    def __init__(self, cfg: DictConfig, ctx: RunContext) -> None:
+    def __init__(self, cfg: RunSpec, ctx: RunContext) -> None:
         super().__init__(cfg, ctx)
         self.sampler: GpuNegativeSampler | None = None
         if self.data is not None and PerfOptions.from_config(cfg, ctx.device).gpu_data:

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from t4bench import baselines
@@ -22,6 +21,7 @@ from t4bench.benchmarks import model_section
 from t4bench.benchmarks.ncf import movielens
 from t4bench.benchmarks.ncf.config import NCFConfig
 from t4bench.pytorch.context import RunContext, chunked
+from t4bench.spec import RunSpec
 
 # the evaluation negatives are part of the dataset, not of the run: the same for every seed
 EVAL_NEGATIVES_SEED = 20190501
@@ -65,13 +65,13 @@ class NCFBenchmark(Benchmark[RunContext]):
     reference_train_samples = 19_861_770 * 5
 
     @classmethod
-    def check_inputs(cls, cfg: DictConfig) -> None:
+    def check_inputs(cls, cfg: RunSpec) -> None:
         movielens.check(str(cfg.model.data.dataset), Path(str(cfg.model.data.path)))
 
-    def __init__(self, cfg: DictConfig, ctx: RunContext) -> None:
+    def __init__(self, cfg: RunSpec, ctx: RunContext) -> None:
         super().__init__(cfg, ctx)
         # the typed `model:` section (its bounds were checked by the preflight)
-        self.spec = model_section.build(NCFConfig, OmegaConf.to_container(cfg.model, resolve=True))  # type: ignore[arg-type]
+        self.spec = model_section.build(NCFConfig, cfg.model.plain())
         data_cfg = self.spec.data
         self.train_negatives = data_cfg.train_negatives
         if self.synthetic:

@@ -12,7 +12,6 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from omegaconf import DictConfig
 from torch import nn
 from torch.utils.data import DataLoader
 from torchvision import datasets, transforms
@@ -23,6 +22,7 @@ from t4bench.benchmarks.shared_resnet.parts import ResNetClassifier, trunk_from_
 from t4bench.data import checks
 from t4bench.errors import DatasetMissingError
 from t4bench.pytorch.context import RunContext
+from t4bench.spec import RunSpec
 
 IMAGE_SUFFIXES = {".jpeg", ".jpg", ".png", ".bmp", ".ppm", ".webp", ".tif", ".tiff", ".pgm"}
 
@@ -63,7 +63,7 @@ class ResNet50Benchmark(Benchmark[RunContext]):
     #: ImageNet-1k train
     reference_train_samples = 1_281_167
 
-    def __init__(self, cfg: DictConfig, ctx: RunContext) -> None:
+    def __init__(self, cfg: RunSpec, ctx: RunContext) -> None:
         super().__init__(cfg, ctx)
         self.model_cfg = cfg.model
         if not self.synthetic:
@@ -83,7 +83,7 @@ class ResNet50Benchmark(Benchmark[RunContext]):
                 )
 
     @classmethod
-    def check_inputs(cls, cfg: DictConfig) -> None:
+    def check_inputs(cls, cfg: RunSpec) -> None:
         root = Path(cfg.model.data.path)
         for split in ("train", "val"):
             _check_image_folder(root / split)

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
-from omegaconf import DictConfig
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -16,6 +15,7 @@ from t4bench.benchmark import Benchmark
 from t4bench.benchmarks.shared_detection import coco, instances_file
 from t4bench.errors import DatasetMissingError
 from t4bench.pytorch.context import RunContext
+from t4bench.spec import RunSpec
 
 
 class CocoBenchmark(Benchmark[RunContext]):
@@ -29,7 +29,7 @@ class CocoBenchmark(Benchmark[RunContext]):
     #: whether the model trains on instance masks (and is scored on them)
     masks: ClassVar[bool] = False
 
-    def __init__(self, cfg: DictConfig, ctx: RunContext) -> None:
+    def __init__(self, cfg: RunSpec, ctx: RunContext) -> None:
         super().__init__(cfg, ctx)
         self.model_cfg = cfg.model
         self.num_classes = int(self.model_cfg.arch.num_classes)
@@ -48,7 +48,7 @@ class CocoBenchmark(Benchmark[RunContext]):
             )
 
     @staticmethod
-    def paths(cfg: DictConfig) -> tuple[Path, Path, Path, Path]:
+    def paths(cfg: RunSpec) -> tuple[Path, Path, Path, Path]:
         data = cfg.model.data
         root = Path(data.path)
         return (
@@ -59,7 +59,7 @@ class CocoBenchmark(Benchmark[RunContext]):
         )
 
     @classmethod
-    def check_inputs(cls, cfg: DictConfig) -> None:
+    def check_inputs(cls, cfg: RunSpec) -> None:
         train_images, train_ann, val_images, val_ann = cls.paths(cfg)
         coco.check_layout(train_images, train_ann, f"{cfg.model.name} training set")
         coco.check_layout(val_images, val_ann, f"{cfg.model.name} validation set")

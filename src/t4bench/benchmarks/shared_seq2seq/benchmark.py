@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 import torch
-from omegaconf import DictConfig
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
@@ -34,6 +33,7 @@ from t4bench.benchmarks.shared_seq2seq.translation import bleu as corpus_bleu
 from t4bench.data import checks
 from t4bench.errors import DatasetMissingError
 from t4bench.pytorch.context import RunContext, chunked
+from t4bench.spec import RunSpec
 
 
 def _reference_env(model: str) -> str:
@@ -109,7 +109,7 @@ class TranslationBenchmark(Benchmark[RunContext]):
 
     throughput_unit: ClassVar[str] = "tokens/s"
 
-    def __init__(self, cfg: DictConfig, ctx: RunContext) -> None:
+    def __init__(self, cfg: RunSpec, ctx: RunContext) -> None:
         super().__init__(cfg, ctx)
         self.model_cfg = cfg.model
         data = cfg.model.data
@@ -134,7 +134,7 @@ class TranslationBenchmark(Benchmark[RunContext]):
         self._test_ids = self.tokenizer.encode(self.test_src)
 
     @classmethod
-    def check_inputs(cls, cfg: DictConfig) -> None:
+    def check_inputs(cls, cfg: RunSpec) -> None:
         missing = [str(path) for path in _data_files(cfg.model.data).values() if not path.is_file()]
         if missing:
             scale = str(cfg.get("scale", {}).get("name", "?"))

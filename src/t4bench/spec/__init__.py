@@ -1,0 +1,22 @@
+"""The run spec: the composed config read once, at the edge, into frozen typed values.
+
+    section  a typed section over its composed node; building one checks every field
+    model    the `model:` section's common base, and the seam a benchmark's own class plugs into
+    run      RunSpec and build_spec(cfg): validation is building
+    derived  RunDerived: what the runner works out (tags, emulated batch, packed threads), a value
+
+Where the spec is built: the command-line preflight (t4bench.preflight.command_line) composes the
+command line and builds its spec before Hydra starts, so a refusal leaves nothing behind; it returns
+what it checked (`Checked`). `t4bench.__main__` hands that value to the Hydra task function it makes
+(`task_for(checked)`): the task function builds the spec of the config Hydra composed for the job,
+and the runner skips the checks of places (hardware, tracking store, data) the preflight already
+made for the same task overrides. Nothing travels through module state. From the runner down,
+functions take the spec or its sections; the composed config stays as Hydra made it (read-only).
+Only the standard library and OmegaConf load here.
+"""
+
+from t4bench.spec.derived import RunDerived
+from t4bench.spec.model import ModelSpec, model_spec
+from t4bench.spec.run import HwSpec, RunSpec, build_spec
+
+__all__ = ["HwSpec", "ModelSpec", "RunDerived", "RunSpec", "build_spec", "model_spec"]
