@@ -33,9 +33,9 @@ from mlflow.entities import Metric, Param
 from omegaconf import DictConfig, OmegaConf
 
 import t4bench
-from t4bench.spec import RunSpec
 from t4bench.tracking import experiments, names, run_names, system_metrics
 from t4bench.tracking.client import mlflow_client
+from t4bench.tracking.run_config import RunConfig
 from t4bench.tracking.tags import chunks, create_run, fold_tags, store_tags
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     return flat
 
 
-def resolved_config(cfg: RunSpec, env: RunPlace) -> dict[str, Any]:
+def resolved_config(cfg: RunConfig, env: RunPlace) -> dict[str, Any]:
     """The config as the run used it: `${...}` resolved, and `hw` the profile trained on (`hw=auto`
     resolved, hw.count = the ranks), so params and resolved_config.yaml say what ran."""
     container = cfg.logged_config()
@@ -119,7 +119,7 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def default_run_name(cfg: RunSpec, env: RunPlace) -> str:
+def default_run_name(cfg: RunConfig, env: RunPlace) -> str:
     """The run's name when tracking.run_name gives none (t4bench.tracking.run_names.job)."""
     return run_names.job(cfg, env.hw.name, env.world_size)
 
@@ -171,7 +171,7 @@ class RunTracker:
             self.client.set_experiment_tag(found.experiment_id, key, value)
         return found.experiment_id
 
-    def start(self, cfg: RunSpec, env: RunPlace, tags: Mapping[str, str]) -> str:
+    def start(self, cfg: RunConfig, env: RunPlace, tags: Mapping[str, str]) -> str:
         """Create the run (or adopt `self.run_id` made by a launcher) and log config + tags."""
         if self.client is None:
             return ""
@@ -250,7 +250,7 @@ class RunTracker:
             client.log_batch(run_id, params=param_chunk)
 
 
-def contract_tags(cfg: RunSpec, env: RunPlace, bench_cls: type[BenchmarkKind]) -> dict[str, str]:
+def contract_tags(cfg: RunConfig, env: RunPlace, bench_cls: type[BenchmarkKind]) -> dict[str, str]:
     """The tags every run carries from its creation (reports and sweeps filter on them)."""
     tags = {
         names.MODEL: str(cfg.model.name),

@@ -16,8 +16,8 @@ import sys
 from typing import Any
 
 from t4bench.errors import T4BenchError
-from t4bench.spec import RunSpec
 from t4bench.tracking import names
+from t4bench.tracking.run_config import RunConfig
 
 #: the run tag that says whether MLflow's monitor runs ("on: ..." / "off: <reason>")
 TAG = names.SYSTEM_METRICS
@@ -27,7 +27,7 @@ DEFAULT_INTERVAL_S = 2.0
 CONFIG_KEY = "system_metrics_interval_s"
 
 
-def interval_from(cfg: RunSpec) -> float | None:
+def interval_from(cfg: RunConfig) -> float | None:
     """`tracking.system_metrics_interval_s` (default DEFAULT_INTERVAL_S); None when 0 or null.
     Raises a one-line T4BenchError for a value that is not a number of seconds."""
     tracking = cfg.get("tracking") or {}
