@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
 import shutil
 import subprocess
@@ -97,7 +98,7 @@ def test_a_slurm_sweep_without_a_controller_makes_nothing(where: str, tmp_path: 
 
 
 @needs_slurm_clients
-def test_an_sbatch_that_refuses_later_is_one_line(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_an_sbatch_that_refuses_later_is_one_line(tmp_path: Path) -> None:
     """Past the preflight (a controller gone between the check and the submission): submitit echoes
     sbatch's stderr before it raises; t4bench's launcher holds that back and says it in its line."""
     from submitit.core.utils import CommandFunction, FailedJobError
@@ -108,12 +109,15 @@ def test_an_sbatch_that_refuses_later_is_one_line(tmp_path: Path, capfd: pytest.
     script = tmp_path / "job.sh"
     script.write_text("#!/bin/sh\ntrue\n")
     env = {**os.environ, "SLURM_CONF": str(dead_controller(tmp_path))}
-    held = _SbatchWordsHeld(sys.stderr)
+    # a stream of the test's own, not pytest's capture of fd 2 (which a worker keeps for its later tests)
+    real = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    held = _SbatchWordsHeld(real)
     with contextlib.redirect_stderr(held), pytest.raises(FailedJobError) as failed:
         CommandFunction(["sbatch", str(script)], verbose=False, env=env)()
     print("after", file=held)  # anything else still goes through
-    assert capfd.readouterr().err == "after\n"
-    assert (held.isatty(), held.encoding) == (sys.stderr.isatty(), sys.stderr.encoding)
+    held.flush()
+    assert real.buffer.getvalue() == b"after\n"  # type: ignore[attr-defined]
+    assert (held.isatty(), held.encoding) == (real.isatty(), real.encoding)
     assert _submit_failed(failed.value)
     assert (
         shorten(str(failed.value))

@@ -97,6 +97,10 @@ class _SbatchWordsHeld(io.TextIOBase):
     def flush(self) -> None:
         self.stream.flush()
 
+    def close(self) -> None:
+        """The real stream is not this wrapper's: when the wrapper goes (IOBase.__del__ closes it),
+        the stream is neither flushed nor closed, whatever state it is in by then."""
+
     # the jobs may run for hours under it: whatever asks what stderr is gets the real one's answer
     def fileno(self) -> int:
         return int(self.stream.fileno())
