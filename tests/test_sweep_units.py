@@ -373,3 +373,27 @@ def test_seed_sweep_reusing_another_sweeps_id_fails_in_one_line(tmp_path: Path) 
     assert proc.stderr.count("\n") == 1
     runs = client.search_runs([exp])
     assert [(r.info.run_id, r.info.status) for r in runs] == [(old, "FINISHED")]
+
+
+def test_jobs_that_end_at_once_each_count_their_own_place(tmp_path: Path) -> None:
+    """A packed sweep's workers count the jobs done from the store: two jobs that both ended
+    before either counted are 1/N and 2/N by end time, not 2/N twice."""
+    import time
+
+    from mlflow.tracking import MlflowClient
+
+    from t4bench.tracking import names, sweep_layout
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = client.create_experiment("t4bench-ncf")
+    since = int(time.time() * 1000)
+    parent = sweep_layout.get_or_create_parent(client, exp, "s", "seeds", "sweep-s", identity="seeds:/here")
+    children = [client.create_run(exp, tags={names.MLFLOW_PARENT_RUN_ID: parent}).info.run_id for _ in range(3)]
+    first, second, running = children
+    client.set_terminated(first, end_time=since + 10_000)
+    client.set_terminated(second, end_time=since + 20_000)
+    assert sweep_layout.ended_children(client, exp, parent, since) == 2  # no run of its own: the count
+    assert sweep_layout.ended_children(client, exp, parent, since, second) == 2
+    assert sweep_layout.ended_children(client, exp, parent, since, first) == 1
+    assert sweep_layout.ended_children(client, exp, parent, since, running) == 2  # not ended: the count
+    assert sweep_layout.ended_children(client, exp, parent, since + 60_000, first) == 0  # an earlier attempt's

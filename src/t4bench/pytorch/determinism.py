@@ -38,7 +38,10 @@ def apply(on: bool, compiled: bool = False) -> None:
         # t4bench.seeding.deterministic_environment set it before CUDA started; a rank reached
         # without it (a launcher of its own) still gets it before its first cuBLAS handle
         os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_WORKSPACE_CONFIG
-    torch.use_deterministic_algorithms(on, warn_only=False)
+    if on or torch.are_deterministic_algorithms_enabled():
+        # torch (2.14) imports Inductor's config inside this call, ~1 s of a default run's start-up:
+        # a process that never turned them on needs no call to keep them off
+        torch.use_deterministic_algorithms(on, warn_only=False)
     torch.backends.cudnn.deterministic = on
     if on:
         torch.backends.cudnn.benchmark = False  # perf.cudnn_benchmark=true was refused at preflight

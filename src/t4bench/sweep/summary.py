@@ -203,8 +203,10 @@ class SweepSummaryCallback(Callback):
         from t4bench.tracking import sweep_layout
 
         try:
+            returned = getattr(job_return, "_return_value", None)  # unset for a job that raised
+            own = str(returned.get("run_id") or "") if isinstance(returned, dict) else ""
             done: int | None = sweep_layout.ended_children(
-                self._mlflow, str(self.exp_id), self.parent_id, self._since_ms
+                self._mlflow, str(self.exp_id), self.parent_id, self._since_ms, own or None
             )
         except Exception:  # the line is only a display: a store that does not answer falls back to a count here
             done = None

@@ -130,11 +130,15 @@ def close_running_children(mlflow: Any, exp_id: str, parent_id: str, status: str
     return closed
 
 
-def ended_children(mlflow: Any, exp_id: str, parent_id: str, since_ms: int) -> int:
+def ended_children(mlflow: Any, exp_id: str, parent_id: str, since_ms: int, run_id: str | None = None) -> int:
     """How many child runs of `parent_id` started at or after `since_ms` have ended: the sweep's
-    jobs done so far, whichever process ran them (a packed sweep's workers each see only their own)."""
+    jobs done so far, whichever process ran them (a packed sweep's workers each see only their own).
+    With the job's own `run_id`: its place among them by end time, so two jobs that end at once
+    and both count after the other ended still print 1/N and 2/N, not 2/N twice."""
     query = f"tags.`{names.MLFLOW_PARENT_RUN_ID}` = {_quote(parent_id)} and attributes.start_time >= {since_ms}"
-    return sum(r.info.status != names.RUNNING for r in search.all_runs(mlflow, [exp_id], query))
+    ended = [r for r in search.all_runs(mlflow, [exp_id], query) if r.info.status != names.RUNNING]
+    order = [r.info.run_id for r in sorted(ended, key=lambda r: (r.info.end_time or 0, r.info.run_id))]
+    return order.index(run_id) + 1 if run_id in order else len(order)
 
 
 def child_tags(parent_id: str, sweep_id: str, role: str, tags: Mapping[str, Any]) -> dict[str, Any]:
