@@ -17,7 +17,7 @@ from conftest import REPO
 from filelock import FileLock
 
 from t4bench.errors import T4BenchError
-from t4bench.tracking import store_lock
+from t4bench.tracking import store_lock, store_template
 from t4bench.tracking.store_probe import MLFLOW_TABLES
 
 # each process imports everything, says so, waits for the go file, then opens the store the way a
@@ -38,10 +38,16 @@ print("ok", name, flush=True)
 PROCESSES = 4
 
 
-def test_processes_opening_one_new_store_together_all_succeed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cache", ["new", "unwritable"])
+def test_processes_opening_one_new_store_together_all_succeed(tmp_path: Path, cache: str) -> None:
+    """With a cache that has no template yet (the first opener makes it under the lock, the others
+    copy it), and with one that cannot be written (each store made by MLflow's own migrations)."""
     store = tmp_path / "mlflow.db"
     uri, go = f"sqlite:///{store}", tmp_path / "go"
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    cache_dir = tmp_path / "cache"
+    if cache == "unwritable":
+        cache_dir.write_text("a file where the cache folder would be")
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), store_template.CACHE_ENV: str(cache_dir)}
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", OPEN_AND_RUN, uri, str(go), f"run{i}"],
@@ -66,6 +72,43 @@ def test_processes_opening_one_new_store_together_all_succeed(tmp_path: Path) ->
     assert not any(name.startswith("_alembic_tmp") for name in tables)
     assert sorted(name for (name,) in runs) == [f"run{i}" for i in range(PROCESSES)]
     assert store_lock.lock_path(store) == tmp_path / "mlflow.db.lock"
+    templates = sorted(p.name for p in cache_dir.iterdir()) if cache_dir.is_dir() else []
+    assert templates == ([store_template.template_path().name] if cache == "new" else [])
+
+
+def _schema(store: Path) -> tuple[dict[str, list[str]], list[tuple[str, ...]]]:
+    """Each table's and index's definition, its clauses sorted (MLflow's migrations write a table's
+    constraints in an order that varies from one store it makes to the next), and the schema version."""
+    with sqlite3.connect(store) as db:
+        rows = db.execute("SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL").fetchall()
+        version = db.execute("SELECT * FROM alembic_version").fetchall()
+    return {name: sorted(line.strip().rstrip(",") for line in sql.splitlines()) for name, sql in rows}, version
+
+
+def test_a_new_store_copied_from_the_template_is_the_store_mlflow_makes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setenv(store_template.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)  # MLflow's default artifact root: ./mlruns of the process that opens a store
+    made = tmp_path / "mlflow_made" / "mlflow.db"  # by MLflow's migrations, as without t4bench
+    made.parent.mkdir()
+    MlflowClient(f"sqlite:///{made}").search_experiments()
+    copied = tmp_path / "copied" / "mlflow.db"
+    copied.parent.mkdir()
+    assert store_template.provision(copied)
+    assert store_template.template_path().is_file()
+    assert not store_template.provision(copied)  # a store already there is left alone
+    assert _schema(copied) == _schema(made)
+    client = MlflowClient(f"sqlite:///{copied}")
+    default = client.get_experiment("0")  # MLflow adds it on the first open, as the opener sees it
+    assert (default.name, default.artifact_location) == ("Default", str(tmp_path / "mlruns" / "0"))
+    assert MlflowClient(f"sqlite:///{made}").get_experiment("0").artifact_location == default.artifact_location
+    experiment = client.create_experiment("t4bench-ncf")
+    run = client.create_run(experiment).info.run_id
+    client.log_metric(run, "epochs_to_converge", 3.0)
+    assert experiment == "1" and client.get_run(run).data.metrics == {"epochs_to_converge": 3.0}
 
 
 def test_a_lock_held_too_long_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from t4bench.errors import T4BenchError
+from t4bench.tracking import store_template
 from t4bench.tracking.store_probe import sqlite_path, tracking
 
 #: how long a process waits for another one to finish creating the store
@@ -56,7 +57,9 @@ def ready(uri: str) -> None:
     lock = lock_path(store)
     try:
         with FileLock(str(lock), timeout=LOCK_TIMEOUT_S):
-            # the first request makes MLflow build its store object, which creates/migrates the schema
+            # a new store starts as a copy of the empty schema (made once per MLflow version); the
+            # first request makes MLflow build its store object, which creates/migrates what is missing
+            store_template.provision(store)
             MlflowClient(uri).search_experiments(max_results=1)
     except Timeout:
         raise T4BenchError(
