@@ -11,9 +11,11 @@ if __name__ == "__main__":
     from t4bench.cli import app_argv
 
     sys.argv[1:] = app_argv(sys.argv[1:])  # exits unless it is the Hydra app's command line
+    from t4bench import gc_pause
+
+    gc_pause.pause()  # until training starts (t4bench.gc_pause)
 
 import contextlib
-import gc
 import os
 import shutil
 import signal
@@ -26,7 +28,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from t4bench import run_env
+from t4bench import gc_pause, run_env
 from t4bench.errors import RunTerminated, T4BenchError
 from t4bench.preflight import command_line, overrides, places
 from t4bench.tracking import store_probe as probe
@@ -158,9 +160,7 @@ def main() -> None:
         print(f"t4bench: stopped by {stop}; {closed}", file=sys.stderr)
         sys.exit(128 + int(signal.SIGTERM))
     finally:
-        # the interpreter's exit still runs (atexit, thread joins, flushes); only its garbage
-        # collections skip the million objects torch, MLflow and Hydra left: ~2 s of a default run
-        gc.freeze()
+        gc_pause.at_exit()  # atexit, thread joins and flushes still run; the last collections skip the run's objects
 
 
 if __name__ == "__main__":

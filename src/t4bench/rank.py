@@ -16,7 +16,7 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from t4bench import frameworks, hardware, seeding, telemetry
+from t4bench import frameworks, gc_pause, hardware, seeding, telemetry
 from t4bench.benchmark import Benchmark, benchmark_class
 from t4bench.errors import RunTerminated, T4BenchError
 from t4bench.frameworks import RankSession, RunServices, TrainResult
@@ -44,6 +44,7 @@ class WindowedLog(MLPerfLog):
         super().start(key, value, **metadata)
         if key == constants.RUN_START:
             self.window.mark_start()
+            gc_pause.resume()  # training collects only what training makes
 
     def end(self, key: str, value: Any = None, **metadata: Any) -> None:
         if key == constants.RUN_STOP:
