@@ -28,7 +28,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from t4bench import gc_pause, run_env
+from t4bench import app_job, gc_pause, run_env
 from t4bench.errors import RunTerminated, T4BenchError
 from t4bench.preflight import command_line, overrides, places
 from t4bench.tracking import store_probe as probe
@@ -86,9 +86,15 @@ def _after_error(folder: Path, made_here: bool, run_id: str) -> str:
 def task_for(checked: command_line.Checked | None) -> Callable[[], Any]:
     """The Hydra app whose task function receives `checked`, what the command-line preflight of
     this process passed, and hands it to the runner (which then skips the checks already made for
-    the same task overrides). Made per call, so the value travels as an argument, not module state."""
+    the same task overrides). Made per call, so the value travels as an argument, not module state.
+    A checked single run's job starts from the config the preflight composed (t4bench.app_job);
+    anything else goes through `@hydra.main`."""
+    if checked is not None:
+        composed = checked.composed
+        return lambda: app_job.run(composed, lambda cfg: task(cfg, checked))
 
-    @hydra.main(version_base="1.3", config_path="conf", config_name="config")  # t4bench/conf: resources.conf_dir()
+    # t4bench/conf: resources.conf_dir()
+    @hydra.main(version_base=app_job.VERSION_BASE, config_path=app_job.CONFIG_PATH, config_name=app_job.CONFIG_NAME)
     def app(cfg: DictConfig) -> dict[str, Any]:
         return task(cfg, checked)
 
@@ -126,15 +132,15 @@ def main() -> None:
     try:
         rank = run_env.launched_rank()
         places.working_dir(sys.argv[1:])  # Hydra makes its output folder before any t4bench code runs
+        # `--multirun` after overrides is Hydra's argparse usage error: put the switch first
+        switches = [arg for arg in sys.argv[1:] if arg in command_line.MULTIRUN_FLAGS]
+        rest = [arg for arg in sys.argv[1:] if arg not in command_line.MULTIRUN_FLAGS]
+        sys.argv = [sys.argv[0], *switches, *rank_overrides(rest, rank)]
         # the command line composed and checked as Hydra will compose it: nothing exists yet
         checked = command_line.check(sys.argv[1:])
     except T4BenchError as err:  # a launcher variable that is not a number, an unwritable cwd, bad input
         print(f"t4bench: error: {err}", file=sys.stderr)
         sys.exit(2)
-    # `--multirun` after overrides is Hydra's argparse usage error: put the switch first
-    switches = [arg for arg in sys.argv[1:] if arg in command_line.MULTIRUN_FLAGS]
-    rest = [arg for arg in sys.argv[1:] if arg not in command_line.MULTIRUN_FLAGS]
-    sys.argv = [sys.argv[0], *switches, *rank_overrides(rest, rank)]
     # Hydra's errors reach us as exceptions (not its multi-line report and exit 1), so that every
     # mistake on the command line is one line and exit 2; an unexpected error keeps its traceback
     os.environ["HYDRA_FULL_ERROR"] = "1"

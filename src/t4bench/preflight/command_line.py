@@ -12,13 +12,12 @@ benchmark's `check_inputs`). Each failure is one `T4BenchError` line.
 Hydra, OmegaConf and the standard library load at import (~0.3 s per composition); the
 benchmark's module only for the data check, once the config is known to be good.
 
-A single run's command line that passed every check here is returned as a `Checked` value (its
-task overrides and the `RunEnvironment` the hardware check made). `t4bench.__main__` passes it to
-the Hydra task function it makes, which hands it to the runner: for the config Hydra composed
-from the same task overrides, the runner builds the spec and skips its checks of places
-(hardware, tracking store, data). The preflight's composition serves the checks only: the job's
-config is Hydra's own (its output folder and timestamp are the job's). A --multirun's jobs
-differ from the two ends checked here, so the runner checks each of them.
+A single run's command line that passed every check here is returned as a `Checked` value: its
+task overrides, the `RunEnvironment` the hardware check made, and the config itself, composed the
+way `@hydra.main` composes it (t4bench.app_job): `t4bench.__main__` starts Hydra's job from that
+composition, so a run's config is composed once, and the runner skips its checks of places
+(hardware, tracking store, data) for it. A --multirun's jobs differ from the two ends checked
+here: Hydra's launcher composes each, and the runner checks each of them.
 """
 
 from __future__ import annotations
@@ -30,6 +29,8 @@ from typing import Any, NoReturn
 
 from omegaconf import DictConfig, OmegaConf
 
+from t4bench import app_job
+from t4bench.app_job import Composed
 from t4bench.errors import T4BenchError
 from t4bench.preflight import config as validation
 from t4bench.preflight import hardware, overrides, places, slurm, study_matrix
@@ -47,6 +48,8 @@ class Checked:
 
     task_overrides: tuple[str, ...]
     env: RunEnvironment
+    #: the run's config as `@hydra.main` composes it: the job starts from it (t4bench.app_job)
+    composed: Composed
 
     def env_for(self, task_overrides: Sequence[str]) -> RunEnvironment | None:
         """The RunEnvironment when `task_overrides` (`HydraConfig.overrides.task`) are the ones
@@ -93,6 +96,22 @@ def _compose(lines: Sequence[str], argv: Sequence[str]) -> DictConfig:
             task = [line for line in lines if not _is_hydra(line)]
             overrides.check_added_keys(task, cfg=cfg)
             return cfg
+    except HydraException as err:
+        message = overrides.explain(err, argv)
+    raise T4BenchError(message)
+
+
+def _compose_run(lines: Sequence[str], argv: Sequence[str]) -> Composed:
+    """A single run's config, composed once for the checks and the job (t4bench.app_job)."""
+    from hydra import initialize_config_dir
+    from hydra.errors import HydraException
+
+    try:
+        composed = app_job.compose(lines)
+        # a `+` key's schema is composed apart (only then, and only that group)
+        with initialize_config_dir(config_dir=str(hardware.CONF_DIR), version_base=app_job.VERSION_BASE):
+            overrides.check_added_keys([line for line in lines if not _is_hydra(line)], cfg=composed.config)
+        return composed
     except HydraException as err:
         message = overrides.explain(err, argv)
     raise T4BenchError(message)
@@ -183,7 +202,8 @@ def check(argv: Sequence[str]) -> Checked | None:
     if any(arg.startswith("-") and arg not in MULTIRUN_FLAGS for arg in argv):
         _check_flags(argv)
         return None  # --cfg, --help, --info, --config-name ...: printing, or a config Hydra loads itself
-    multirun = any(arg in MULTIRUN_FLAGS for arg in argv)
+    # Hydra sweeps for `hydra.mode=MULTIRUN` too (no config of t4bench's sets a mode)
+    multirun = any(arg in MULTIRUN_FLAGS or arg.lstrip("+") == "hydra.mode=MULTIRUN" for arg in argv)
     lines = [arg for arg in argv if not arg.startswith("-")]
     try:
         parsed = _parse(lines)
@@ -197,12 +217,12 @@ def check(argv: Sequence[str]) -> Checked | None:
     if multirun:
         overrides.check_sweeps_not_empty(lines)  # before any parent run or sweep folder exists
     if not multirun:
-        cfg = _compose(lines, argv)
-        spec = _check_values(cfg)
+        composed = _compose_run(lines, argv)
+        spec = _check_values(composed.config)
         if study_matrix.is_dry_run(spec):
             return None  # the app lists the experiment's runs: nothing is read or created
         study_matrix.check(spec)  # a run outside its matrix, before the data it would need is looked for
-        return Checked(tuple(line for line in lines if not _is_hydra(line)), _check_places(spec))
+        return Checked(tuple(line for line in lines if not _is_hydra(line)), _check_places(spec), composed)
     cfg = _compose(fixed, argv)
     _check_output(cfg, "hydra.sweep.dir")
     storage = OmegaConf.select(cfg, "hydra.sweeper.storage", default=None)
