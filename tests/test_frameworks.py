@@ -1,7 +1,7 @@
 """The framework seam (issues 12 and 16): the run machinery (preflight, run environment, MLflow run,
 MLPerf log, telemetry, progress, seeds) carries a framework other than PyTorch without importing
-torch. A NumPy least-squares "framework" plugs in through `t4bench.frameworks.ENTRIES` and trains
-through `t4bench.runner.run` in a fresh interpreter, on a real MLflow store.
+torch. A NumPy least-squares "framework" plugs in as one more `t4bench.frameworks.FRAMEWORKS` entry
+and trains through `t4bench.runner.run` in a fresh interpreter, on a real MLflow store.
 
 Run as a script (`python tests/test_frameworks.py OUT`), this file is that interpreter's side.
 """
@@ -21,6 +21,7 @@ import pytest
 from t4bench import frameworks
 from t4bench.benchmark import Benchmark
 from t4bench.errors import T4BenchError
+from t4bench.framework import Framework, RunResult, RunServices
 from t4bench.tracking.tags import run_tags
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,7 +58,7 @@ class LeastSquares(Benchmark):
 
 
 class NumpySession:
-    """A `frameworks.RankSession`: one process, gradient descent in NumPy."""
+    """A `framework.RankSession`: one process, gradient descent in NumPy."""
 
     def __init__(self, cfg: Any, env: Any) -> None:
         self.cfg, self.env = cfg, env
@@ -71,7 +72,7 @@ class NumpySession:
     def seed(self, seed: int) -> None:
         pass  # NumPy's generator is seeded by the run already
 
-    def train(self, bench_cls: type[Benchmark], services: frameworks.RunServices) -> frameworks.RunResult:
+    def train(self, bench_cls: type[Benchmark], services: RunServices) -> RunResult:
         import time
 
         from t4bench.mlperf import constants
@@ -95,7 +96,7 @@ class NumpySession:
             constants.RUN_STOP, status=constants.SUCCESS if outcome == "converged" else constants.ABORTED
         )
         converged_at = epoch if outcome == "converged" else None
-        return frameworks.RunResult(outcome, epoch, converged_at, elapsed, bench.train_size * epoch / elapsed, quality)
+        return RunResult(outcome, epoch, converged_at, elapsed, bench.train_size * epoch / elapsed, quality)
 
     def close(self) -> None:
         pass
@@ -148,7 +149,7 @@ def _main(out: Path) -> None:
     from t4bench import runner
 
     sys.path.insert(0, str(Path(__file__).parent))
-    frameworks.ENTRIES["numpy"] = "test_frameworks:join"
+    frameworks.FRAMEWORKS["numpy"] = Framework("numpy", join)
     overrides = [
         "model.benchmark=test_frameworks.LeastSquares",
         "~model.framework",

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from t4bench.benchmark import Benchmark
-from t4bench.frameworks import EpochLogger
+from t4bench.framework import EpochLogger
 from t4bench.progress import ProgressReporter
 from t4bench.tracking import names
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from t4bench import baselines
 from t4bench.errors import T4BenchError
-from t4bench.frameworks import EpochLogger, RunResult
+from t4bench.framework import EpochLogger, RunResult
 from t4bench.mlperf import MLPerfLog, constants
 from t4bench.spec import RunSpec
 from t4bench.stopping import StopRun

@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from t4bench import frameworks, gc_pause, hardware, seeding, telemetry
 from t4bench.benchmark import Benchmark, benchmark_class
 from t4bench.errors import RunTerminated, T4BenchError
-from t4bench.frameworks import RankSession, RunServices, TrainResult
+from t4bench.framework import RankSession, RunServices, TrainResult
 from t4bench.mlperf import MLPerfLog, constants
 from t4bench.progress import ProgressReporter
 from t4bench.run_env import RunEnvironment

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from t4bench import cadence
 from t4bench.benchmark import Benchmark
 from t4bench.cadence import Diverged, EpochCallback
-from t4bench.frameworks import EpochLogger, RunResult  # re-exported: callers name t4bench.pytorch.loop.RunResult
+from t4bench.framework import EpochLogger, RunResult  # re-exported: callers name t4bench.pytorch.loop.RunResult
 from t4bench.mlperf import MLPerfLog, constants
 from t4bench.progress import ProgressReporter
 from t4bench.pytorch import distributed, shape_warmup

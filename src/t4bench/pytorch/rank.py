@@ -1,5 +1,5 @@
-"""The PyTorch side of a rank (`frameworks.ENTRIES["pytorch"]`): join the process group (DDP or
-Horovod), set the CPU threads, take the device, build the benchmark and train it through
+"""The PyTorch side of a rank (joined through `t4bench.pytorch.framework`): join the process group
+(DDP or Horovod), set the CPU threads, take the device, build the benchmark and train it through
 `t4bench.pytorch.loop`. Everything framework-neutral around it is `t4bench.rank`'s."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 from t4bench import packing, seeding
 from t4bench.benchmark import Benchmark
 from t4bench.errors import T4BenchError
-from t4bench.frameworks import RunServices
+from t4bench.framework import RunServices
 from t4bench.pytorch import determinism, distributed, launch, loop, perf_profiles
 from t4bench.pytorch.context import RunContext
 from t4bench.pytorch.perf import PerfOptions
@@ -55,7 +55,7 @@ def run_context(cfg: RunSpec, env: RunEnvironment, device: torch.device) -> RunC
 
 
 class TorchRank:
-    """A `frameworks.RankSession` for PyTorch benchmarks."""
+    """A `framework.RankSession` for PyTorch benchmarks."""
 
     def __init__(self, cfg: RunSpec, env: RunEnvironment) -> None:
         self.cfg = cfg

@@ -148,7 +148,7 @@ def reopen(client: Any, run_id: str, epoch: int) -> None:
 def reopened_run(cfg: RunSpec, env: RunEnvironment) -> Any:
     """resume=...: the checkpoint's MLflow run as it was before this attempt (None without resume),
     reopened after the checks: settings that may not change, a FINISHED run not asked for;
-    `frameworks.RESUMERS["pytorch"]`."""
+    `t4bench.pytorch.framework`'s `resume`."""
     if cfg.get("resume") in (None, ""):
         return None
     from t4bench.tracking.client import mlflow_client

@@ -17,7 +17,7 @@ from typing import Any
 from t4bench import cadence
 from t4bench.benchmark import Benchmark
 from t4bench.cadence import Diverged
-from t4bench.frameworks import RunResult, RunServices
+from t4bench.framework import RunResult, RunServices
 from t4bench.mlperf import constants
 from t4bench.progress import ProgressReporter
 from t4bench.spec import RunSpec

@@ -1,4 +1,4 @@
-"""The TensorFlow side of a rank (`frameworks.ENTRIES["tensorflow"]`): threads, the tf.distribute
+"""The TensorFlow side of a rank (joined through `t4bench.tf.framework`): threads, the tf.distribute
 strategy, the benchmark and its training through `t4bench.tf.loop`. Everything framework-neutral
 around it (MLflow run, MLPerf log, telemetry, progress, seeds of Python and NumPy) is
 `t4bench.rank`'s. torch is never imported on this path.
@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from t4bench import run_env, seeding
 from t4bench.benchmark import Benchmark
 from t4bench.errors import T4BenchError
-from t4bench.frameworks import RunServices, TrainResult
+from t4bench.framework import RunServices, TrainResult
 from t4bench.run_env import RunEnvironment
 from t4bench.spec import RunSpec
 from t4bench.tf import launch
@@ -80,7 +80,7 @@ def _set_threads(tf: Any, threads: int | None) -> None:
 
 
 class TFRank:
-    """A `frameworks.RankSession` for TensorFlow benchmarks."""
+    """A `framework.RankSession` for TensorFlow benchmarks."""
 
     def __init__(self, cfg: RunSpec, env: RunEnvironment) -> None:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ INFO lines are noise in a run's output
