@@ -11,6 +11,10 @@ A framework plugs in a `Steps` (its trainer seen through six calls: train a slic
 evaluate, wait for every rank, agree on rank 0's stop); `t4bench.pytorch.loop` and
 `t4bench.tf.loop` are that adapter and nothing else.
 
+`input=synthetic` measures throughput instead, also written once here (`measure_throughput`): an
+untimed warm-up, then a fixed step count timed between run_start and run_stop, on one generated
+batch that a framework's `SyntheticSteps` trains on.
+
 Epochs are counted as trained fractions: an evaluation after batch b of n in epoch e is at epoch
 (e - 1) + b / n, which is what `epochs_to_converge` reports. Per-evaluation metrics use the
 evaluation's index (1, 2, ...) as step; with the default `eval_every: 1.0` that is the epoch.
@@ -28,6 +32,7 @@ from t4bench import baselines
 from t4bench.errors import T4BenchError
 from t4bench.framework import EpochLogger, RunResult
 from t4bench.mlperf import MLPerfLog, constants
+from t4bench.progress import ProgressReporter
 from t4bench.spec import RunSpec
 from t4bench.stopping import StopRun
 from t4bench.tracking import names
@@ -35,7 +40,6 @@ from t4bench.tracking.epoch_metrics import Evaluated, epoch_metrics
 
 if TYPE_CHECKING:
     from t4bench.benchmark import Benchmark
-    from t4bench.progress import ProgressReporter
 
 
 class Diverged(Exception):
@@ -332,3 +336,56 @@ def _evaluate(steps: Steps, run: Cadence, tally: _Tally, stats: Mapping[str, flo
     stop = steps.agree(callback_stop(run.callbacks, evaluation, metrics) if run.is_main else None)
     if stop is not None:
         tally.outcome = stop
+
+
+class SyntheticSteps(Protocol):
+    """A framework's side of `input=synthetic`: its trainer on one generated batch."""
+
+    @property
+    def global_batch(self) -> int: ...
+
+    def repeat(self, count: int, progress: ProgressReporter, unit: str) -> dict[str, float]:
+        """Train `count` steps on the generated batch: train_loss, throughput, ...; raises `Diverged`."""
+        ...
+
+    def barrier(self) -> None:
+        """Return when every rank got here (the end of the warm-up)."""
+        ...
+
+
+def measure_throughput(
+    steps: SyntheticSteps,
+    bench: Benchmark,
+    cfg: RunSpec,
+    *,
+    mlperf: MLPerfLog,
+    progress: ProgressReporter,
+    logger: EpochLogger,
+) -> RunResult:
+    """`input=synthetic`: `input.warmup_steps` untimed steps, then `input.steps` timed ones between
+    run_start and run_stop, logged once (step 1). A run whose loss diverges (the same rule as
+    training) reports no throughput."""
+    unit = bench.throughput_unit
+    warmup, timed = int(cfg.input.warmup_steps), int(cfg.input.steps)
+    mlperf.event(constants.GLOBAL_BATCH_SIZE, steps.global_batch)
+    started = time.perf_counter()
+    try:
+        # untimed warm-up: kernel selection or tracing and compilation, allocator growth, lazy init
+        steps.repeat(warmup, ProgressReporter("off"), unit)
+        steps.barrier()
+        mlperf.end(constants.INIT_STOP)
+        mlperf.start(constants.RUN_START)
+        started = time.perf_counter()
+        progress.epoch_start(1, timed)
+        stats = steps.repeat(timed, progress, unit)
+    except Diverged as err:
+        progress.line(f"diverged: {err}")
+        mlperf.end(constants.RUN_STOP, status=constants.ABORTED)
+        # a throughput measured on a diverged loss is not a throughput
+        return RunResult(names.OUTCOME_DIVERGED, 0.0, None, time.perf_counter() - started, float("nan"), note=str(err))
+    elapsed = time.perf_counter() - started
+    metrics = epoch_metrics(stats, elapsed)
+    logger.log_epoch(1, metrics)
+    progress.epoch_end(1, metrics, unit)
+    mlperf.end(constants.RUN_STOP, status=constants.ABORTED)
+    return RunResult(names.OUTCOME_THROUGHPUT_ONLY, 0.0, None, elapsed, stats[names.THROUGHPUT])

@@ -7,14 +7,14 @@ resume (`t4bench.pytorch.resume`). Every PyTorch benchmark plugs in through
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
+from typing import Any
 
 from t4bench import cadence
 from t4bench.benchmark import Benchmark
-from t4bench.cadence import Diverged, EpochCallback
+from t4bench.cadence import EpochCallback
 from t4bench.framework import EpochLogger, RunResult  # re-exported: callers name t4bench.pytorch.loop.RunResult
-from t4bench.mlperf import MLPerfLog, constants
+from t4bench.mlperf import MLPerfLog
 from t4bench.progress import ProgressReporter
 from t4bench.pytorch import distributed, shape_warmup
 from t4bench.pytorch.context import RunContext
@@ -22,8 +22,6 @@ from t4bench.pytorch.resume import EpochCheckpoints
 from t4bench.pytorch.trainer import LOSS_READ_INTERVAL, Trainer
 from t4bench.spec import RunSpec
 from t4bench.stopping import StopRun  # framework-free, so callbacks need not import torch
-from t4bench.tracking import names
-from t4bench.tracking.epoch_metrics import epoch_metrics
 
 __all__ = ["LOSS_READ_INTERVAL", "RunResult", "StopRun", "Trainer", "measure_throughput", "train_to_target"]
 
@@ -71,6 +69,24 @@ def train_to_target(
     )
 
 
+class TorchSynthetic:
+    """`cadence.SyntheticSteps` on the PyTorch Trainer: the generated batch, on the device once
+    before timing (Trainer.step then finds it there; NCF builds it on the host)."""
+
+    def __init__(self, trainer: Trainer, batch: Any) -> None:
+        self.trainer, self.batch = trainer, batch
+
+    @property
+    def global_batch(self) -> int:
+        return self.trainer.global_batch
+
+    def repeat(self, count: int, progress: ProgressReporter, unit: str) -> dict[str, float]:
+        return self.trainer.train_steps(iter([self.batch] * count), count, progress, unit)
+
+    def barrier(self) -> None:
+        distributed.barrier()
+
+
 def measure_throughput(
     bench: Benchmark,
     cfg: RunSpec,
@@ -81,45 +97,7 @@ def measure_throughput(
     logger: EpochLogger,
     init_started: float,
 ) -> RunResult:
-    """`input=synthetic`: the same training step on one generated batch, for a fixed step count. A
-    run whose loss diverges (the same rule as training) reports no throughput."""
-    trainer = Trainer(bench, cfg, ctx)
-    # once, before timing: Trainer.step then finds it on the device (NCF builds it on the host)
-    batch = ctx.to_device(bench.synthetic_batch())
-    unit = bench.throughput_unit
-    warmup, steps = int(cfg.input.warmup_steps), int(cfg.input.steps)
-    mlperf.event(constants.GLOBAL_BATCH_SIZE, trainer.global_batch)
-    started = time.perf_counter()
-    try:
-        # untimed warm-up: kernel selection, allocator growth, lazy init
-        trainer.train_steps(iter([batch] * warmup), warmup, ProgressReporter("off"), unit)
-        distributed.barrier()
-        mlperf.end(constants.INIT_STOP)
-        mlperf.start(constants.RUN_START)
-        started = time.perf_counter()
-        progress.epoch_start(1, steps)
-        stats = trainer.train_steps(iter([batch] * steps), steps, progress, unit)
-    except Diverged as err:
-        progress.line(f"diverged: {err}")
-        mlperf.end(constants.RUN_STOP, status=constants.ABORTED)
-        return RunResult(
-            outcome=names.OUTCOME_DIVERGED,
-            epochs_run=0.0,
-            epochs_to_converge=None,
-            train_s=time.perf_counter() - started,
-            # a throughput measured on a diverged loss is not a throughput
-            avg_throughput=float("nan"),
-            note=str(err),
-        )
-    elapsed = time.perf_counter() - started
-    metrics = epoch_metrics(stats, elapsed)
-    logger.log_epoch(1, metrics)
-    progress.epoch_end(1, metrics, unit)
-    mlperf.end(constants.RUN_STOP, status=constants.ABORTED)
-    return RunResult(
-        outcome=names.OUTCOME_THROUGHPUT_ONLY,
-        epochs_run=0.0,
-        epochs_to_converge=None,
-        train_s=elapsed,
-        avg_throughput=stats[names.THROUGHPUT],
-    )
+    """`input=synthetic`: the same training step on one generated batch, for a fixed step count
+    (`cadence.measure_throughput`)."""
+    steps = TorchSynthetic(Trainer(bench, cfg, ctx), ctx.to_device(bench.synthetic_batch()))
+    return cadence.measure_throughput(steps, bench, cfg, mlperf=mlperf, progress=progress, logger=logger)

@@ -10,21 +10,16 @@ a callback's stop (the Optuna pruner, rank 0 only) reaches the others through an
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
 from typing import Any
 
 from t4bench import cadence
 from t4bench.benchmark import Benchmark
-from t4bench.cadence import Diverged
 from t4bench.framework import RunResult, RunServices
-from t4bench.mlperf import constants
 from t4bench.progress import ProgressReporter
 from t4bench.spec import RunSpec
 from t4bench.tf.context import StepBatches, TFContext
 from t4bench.tf.trainer import KerasTrainer
 from t4bench.tracking import names
-from t4bench.tracking.epoch_metrics import epoch_metrics
 
 #: MLPerf log key (after run_stop): SHA-256 of each worker's weights, in worker order
 WEIGHTS_DIGESTS = "t4bench_weights_sha256_per_worker"
@@ -73,39 +68,32 @@ def train_to_target(bench: Benchmark, cfg: RunSpec, ctx: TFContext, services: Ru
     return result
 
 
+class KerasSynthetic:
+    """`cadence.SyntheticSteps` on the Keras trainer: the generated batch repeated through the
+    strategy's distributed dataset, barriers through an all-reduce."""
+
+    def __init__(self, trainer: KerasTrainer, ctx: TFContext, batch: Any, samples: int) -> None:
+        self.trainer, self.ctx, self.batch, self.samples = trainer, ctx, batch, samples
+
+    @property
+    def global_batch(self) -> int:
+        return self.trainer.global_batch
+
+    def repeat(self, count: int, progress: ProgressReporter, unit: str) -> dict[str, float]:
+        import tensorflow as tf
+
+        batches = iter(self.ctx.distribute(lambda: tf.data.Dataset.from_tensors(self.batch).repeat(count)))
+        return self.trainer.train_steps(batches, [self.samples] * count, progress, unit)
+
+    def barrier(self) -> None:
+        self.trainer.all_reduce_max([0.0])
+
+
 def measure_throughput(bench: Benchmark, cfg: RunSpec, ctx: TFContext, services: RunServices) -> RunResult:
-    """`input=synthetic`: the same training step on one generated batch, for a fixed step count. A
-    run whose loss diverges reports no throughput."""
-    import tensorflow as tf
-
+    """`input=synthetic`: the same training step on one generated batch, for a fixed step count
+    (`cadence.measure_throughput`)."""
     trainer = KerasTrainer(bench, cfg, ctx)
-    batch = bench.synthetic_batch()
-    samples = int(cfg.model.batch_size) * ctx.world_size
-
-    def steps(count: int) -> Iterator[Any]:
-        return iter(ctx.distribute(lambda: tf.data.Dataset.from_tensors(batch).repeat(count)))
-
-    mlperf, unit = services.mlperf, bench.throughput_unit
-    warmup, timed = int(cfg.input.warmup_steps), int(cfg.input.steps)
-    mlperf.event(constants.GLOBAL_BATCH_SIZE, trainer.global_batch)
-    started = time.perf_counter()
-    try:
-        # untimed warm-up: tracing, XLA compilation, allocator growth
-        trainer.train_steps(steps(warmup), [samples] * warmup, ProgressReporter("off"), unit)
-        trainer.all_reduce_max([0.0])  # barrier
-        mlperf.end(constants.INIT_STOP)
-        mlperf.start(constants.RUN_START)
-        started = time.perf_counter()
-        services.progress.epoch_start(1, timed)
-        stats = trainer.train_steps(steps(timed), [samples] * timed, services.progress, unit)
-    except Diverged as err:
-        services.progress.line(f"diverged: {err}")
-        mlperf.end(constants.RUN_STOP, status=constants.ABORTED)
-        # a throughput measured on a diverged loss is not a throughput
-        return RunResult(names.OUTCOME_DIVERGED, 0.0, None, time.perf_counter() - started, float("nan"), note=str(err))
-    elapsed = time.perf_counter() - started
-    metrics = epoch_metrics(stats, elapsed)
-    services.logger.log_epoch(1, metrics)
-    services.progress.epoch_end(1, metrics, unit)
-    mlperf.end(constants.RUN_STOP, status=constants.ABORTED)
-    return RunResult(names.OUTCOME_THROUGHPUT_ONLY, 0.0, None, elapsed, stats[names.THROUGHPUT])
+    steps = KerasSynthetic(trainer, ctx, bench.synthetic_batch(), int(cfg.model.batch_size) * ctx.world_size)
+    return cadence.measure_throughput(
+        steps, bench, cfg, mlperf=services.mlperf, progress=services.progress, logger=services.logger
+    )
