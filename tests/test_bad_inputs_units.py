@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from t4bench.benchmarks.data_checks import DataError, read_lines, read_parallel
 from t4bench.benchmarks.ncf import movielens
 from t4bench.benchmarks.shared_detection import coco
 from t4bench.benchmarks.shared_vision import fashion_mnist
-from t4bench.data.checks import DataError, read_lines, read_parallel
 
 REPO = Path(__file__).resolve().parents[1]
 HEADER = "user_id:token\titem_id:token\trating:float\ttimestamp:float\n"
@@ -203,7 +203,7 @@ def test_image_folder_loader_names_truncated_image(tmp_path: Path) -> None:
     """ResNet-50's ImageFolder with `loader=checks.image_loader`: the damaged file is named."""
     from torchvision import datasets
 
-    from t4bench.data.checks import image_loader
+    from t4bench.benchmarks.data_checks import image_loader
 
     for cls in ("a", "b"):
         (tmp_path / cls).mkdir()

@@ -304,7 +304,7 @@ def test_trivial_quality_is_the_copy_baseline_and_parallel_files_are_checked(tmp
     from conftest import DATA_ROOT, compose
 
     from t4bench.benchmark import benchmark_class
-    from t4bench.data.checks import DataError
+    from t4bench.benchmarks.data_checks import DataError
     from t4bench.pytorch.context import RunContext
 
     if not (DATA_ROOT / "translation" / "mini" / "train.src").is_file():

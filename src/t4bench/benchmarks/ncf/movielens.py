@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from t4bench.data.checks import DataError
+from t4bench.benchmarks.data_checks import DataError
 from t4bench.errors import DatasetMissingError
 
 RECBOLE_WHEEL = "recbole==1.2.1"

@@ -18,8 +18,8 @@ from torchvision import datasets, transforms
 
 from t4bench import baselines
 from t4bench.benchmark import Benchmark
+from t4bench.benchmarks import data_checks
 from t4bench.benchmarks.shared_resnet.parts import ResNetClassifier, trunk_from_cfg
-from t4bench.data import checks
 from t4bench.errors import DatasetMissingError
 from t4bench.pytorch.context import RunContext
 from t4bench.spec import RunSpec
@@ -69,10 +69,10 @@ class ResNet50Benchmark(Benchmark[RunContext]):
         if not self.synthetic:
             root = Path(self.model_cfg.data.path)
             self.train_set = datasets.ImageFolder(
-                str(root / "train"), build_transforms(self.model_cfg.data, True), loader=checks.image_loader
+                str(root / "train"), build_transforms(self.model_cfg.data, True), loader=data_checks.image_loader
             )
             self.val_set = datasets.ImageFolder(
-                str(root / "val"), build_transforms(self.model_cfg.data, False), loader=checks.image_loader
+                str(root / "val"), build_transforms(self.model_cfg.data, False), loader=data_checks.image_loader
             )
             if self.train_set.classes != self.val_set.classes:
                 raise DatasetMissingError(f"{root}: train/ and val/ hold different class folders")

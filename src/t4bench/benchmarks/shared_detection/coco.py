@@ -24,8 +24,8 @@ from pycocotools.cocoeval import COCOeval
 from torch.utils.data import Dataset
 from torchvision.transforms.functional import pil_to_tensor
 
+from t4bench.benchmarks.data_checks import DataError, open_rgb
 from t4bench.benchmarks.shared_detection.instances_file import REQUIRED_FIELDS, no_list, read_json
-from t4bench.data.checks import DataError, open_rgb
 from t4bench.errors import DatasetMissingError
 
 #: COCOeval iouType for each metric name a benchmark may put in its target

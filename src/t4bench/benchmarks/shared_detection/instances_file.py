@@ -9,7 +9,7 @@ import mmap
 from pathlib import Path
 from typing import Any
 
-from t4bench.data.checks import DataError
+from t4bench.benchmarks.data_checks import DataError
 
 #: the records of a COCO instances file and the fields each must have
 REQUIRED_FIELDS = {

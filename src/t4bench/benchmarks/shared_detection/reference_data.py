@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from t4bench.data.checks import DataError, open_rgb
+from t4bench.benchmarks.data_checks import DataError, open_rgb
 
 
 def check_coco2017(directory: Path) -> str:

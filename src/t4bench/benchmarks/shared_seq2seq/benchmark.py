@@ -19,7 +19,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from t4bench.benchmark import Benchmark
-from t4bench.benchmarks import registry
+from t4bench.benchmarks import data_checks, registry
 from t4bench.benchmarks.shared_seq2seq.parts import (
     UNK,
     Tokenizer,
@@ -30,7 +30,6 @@ from t4bench.benchmarks.shared_seq2seq.parts import (
     label_smoothed_loss,
 )
 from t4bench.benchmarks.shared_seq2seq.translation import bleu as corpus_bleu
-from t4bench.data import checks
 from t4bench.errors import DatasetMissingError
 from t4bench.pytorch.context import RunContext, chunked
 from t4bench.spec import RunSpec
@@ -124,13 +123,13 @@ class TranslationBenchmark(Benchmark[RunContext]):
         self.vocab_size = self.tokenizer.vocab_size
         max_len = int(data.max_len)
         # one line naming the file (and line) for unequal line counts, non-UTF-8 text, empty files
-        train_src, train_tgt = checks.read_parallel(files["train.src"], files["train.tgt"])
+        train_src, train_tgt = data_checks.read_parallel(files["train.src"], files["train.tgt"])
         self.train_pairs, self.dropped = keep_pairs(
             self.tokenizer.encode(train_src), self.tokenizer.encode(train_tgt), max_len
         )
         self._lengths = [max(len(s), len(t)) for s, t in self.train_pairs]
         limit = data.get("eval_max_sentences")
-        self.test_src, self.test_ref = checks.read_parallel(files["test.src"], files["test.tgt"], limit)
+        self.test_src, self.test_ref = data_checks.read_parallel(files["test.src"], files["test.tgt"], limit)
         self._test_ids = self.tokenizer.encode(self.test_src)
 
     @classmethod
@@ -148,10 +147,10 @@ class TranslationBenchmark(Benchmark[RunContext]):
             )
         files = _data_files(cfg.model.data)
         # the structure now, before any run exists; the sentences' bytes when the run reads them
-        checks.check_parallel(files["train.src"], files["train.tgt"])
-        checks.check_parallel(files["test.src"], files["test.tgt"])
+        data_checks.check_parallel(files["train.src"], files["train.tgt"])
+        data_checks.check_parallel(files["test.src"], files["test.tgt"])
         if files["spm"].stat().st_size == 0:
-            raise checks.DataError(f"{files['spm']}: empty file (a sentencepiece model expected)")
+            raise data_checks.DataError(f"{files['spm']}: empty file (a sentencepiece model expected)")
 
     def dataset_train_size(self) -> int:
         return len(self.train_pairs)

@@ -30,8 +30,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from t4bench.benchmarks.data_checks import DataError, read_parallel
 from t4bench.benchmarks.shared_seq2seq.translation import run_sentencepiece
-from t4bench.data.checks import DataError, read_parallel
 from t4bench.errors import DatasetMissingError
 
 #: pairs with more words than this on either side are dropped, as Moses' clean-corpus-n.perl

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from t4bench.data.checks import DataError
+from t4bench.benchmarks.data_checks import DataError
 from t4bench.errors import DatasetMissingError
 
 #: Debian `dataset-fashion-mnist` install location; T4BENCH_FASHION_MNIST_DIR overrides it

@@ -1,7 +1,8 @@
 """What every loader needs to reject damaged data in one line: the error type and an image opener.
 
 A `DataError` names the file (and the line or record) and what is wrong with it; the command line
-prints it as `t4bench: error: ...` and exits 2, like any other bad input.
+prints it as `t4bench: error: ...` and exits 2, like any other bad input. It lives beside the
+benchmark folders that read with it, below the dataset commands (`t4bench.data`) that list them.
 """
 
 from __future__ import annotations
