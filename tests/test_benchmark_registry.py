@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from t4bench.benchmarks import model_section, registry
+from t4bench.benchmarks import registry
 from t4bench.mlperf import accuracy_value, mlperf_name, ruleset
 from t4bench.preflight.config import known_keys
+from t4bench.spec import section
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "model"
 
@@ -28,7 +29,7 @@ def test_the_folder_holds_the_benchmark_conf_names(name: str) -> None:
     assert benchmark.startswith(f"t4bench.benchmarks.{name}."), benchmark
     target = yaml.safe_load((CONF / f"{name}.yaml").read_text())["target"]
     assert all(about.metric(metric) is not None for metric in target), (name, target)
-    keys = {key for key, _ in model_section.rules(about.config)}
+    keys = {key for key, _ in section.rules(about.config)}
     assert {"model.batch_size", "model.optimizer.lr", "model.schedule.kind"} <= keys <= known_keys()
 
 
@@ -54,7 +55,7 @@ def test_build_reads_the_declared_keys_into_a_frozen_section() -> None:
     node = yaml.safe_load((CONF / "ncf.yaml").read_text())
     node["schedule"]["ref_batch_size"] = 256  # an interpolation in the YAML
     node["data"]["path"] = "/data/movielens-100k"
-    spec = model_section.build(about.config, node)
+    spec = section.build(about.config, node)
     assert spec.data.train_negatives == 4 and spec.optimizer.name == "adam" and spec.arch.init_std == 0.01
     with pytest.raises(AttributeError):
         spec.batch_size = 1  # type: ignore[misc]

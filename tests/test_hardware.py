@@ -13,17 +13,24 @@ from omegaconf import DictConfig
 
 from t4bench import hardware
 from t4bench.errors import T4BenchError
+from t4bench.spec import HwSpec
+from t4bench.spec.section import build
 from t4bench.tracking.tags import run_tags
 
 FAST = ("max_epochs=1", "model.batch_size=4096", "progress=plain")
 GPU_PROFILES = ("t4", "v100-pcie", "v100-sxm2", "a100", "h100", "h200")
 
 
-def profile(name: str, **hw: object) -> DictConfig:
+def profile_node(name: str, **hw: object) -> DictConfig:
     node = hardware.load_profile(name)
     for key, value in hw.items():
         node[key] = value
     return node
+
+
+def profile(name: str, **hw: object) -> HwSpec:
+    """The profile as the run spec holds it (`hw:` of a composed config)."""
+    return build(HwSpec, profile_node(name, **hw), "hw.")
 
 
 def test_every_profile_has_the_report_facts() -> None:
@@ -88,9 +95,9 @@ def test_auto_resolves_with_its_overrides_on_top() -> None:
 def test_auto_keeps_the_run_keys_given_on_the_command_line() -> None:
     # a packed sweep under hw=auto: the picked profile is loaded from its files, and the sweep's
     # hw.* run keys must still reach the run (they were dropped: runs_per_gpu=1, no cap, 2026-12-05)
-    auto = profile("auto", runs_per_gpu=12, mps=True, gpu_memory_fraction=0.0375)
-    auto.peak_memory_gib.gnmt_ding = 5.5
-    picked = hardware.resolve_profile(auto, hardware.Found(("NVIDIA H100 80GB HBM3",), "nvml"))
+    node = profile_node("auto", runs_per_gpu=12, mps=True, gpu_memory_fraction=0.0375)
+    node.peak_memory_gib.gnmt_ding = 5.5
+    picked = hardware.resolve_profile(build(HwSpec, node, "hw."), hardware.Found(("NVIDIA H100 80GB HBM3",), "nvml"))
     assert picked.name == "h100" and picked.requested == "auto"
     assert (picked.runs_per_gpu, picked.mps, picked.gpu_memory_fraction) == (12, True, 0.0375)
     assert picked.peak_memory_gib.gnmt_ding == 5.5
@@ -175,7 +182,7 @@ def test_threads_per_rank(threads, local_ranks, omp, expected) -> None:  # type:
 
 
 def test_bad_threads_is_one_line() -> None:
-    with pytest.raises(T4BenchError, match=r"^hw.threads=0: give a positive number"):
+    with pytest.raises(T4BenchError, match=r"^hw.threads=0: must be an integer >= 1"):
         hardware.threads_per_rank(profile("cpu", threads=0), 1, {})
 
 

@@ -18,6 +18,7 @@ from omegaconf.errors import ReadonlyConfigError
 from t4bench import hardware, run_env
 from t4bench.errors import T4BenchError
 from t4bench.run_env import Launched
+from t4bench.spec import RunSpec, build_spec
 
 CPU_HOST = hardware.Found((), "none", "NVML Shared Library Not Found", "no CUDA driver: libcuda.so.1 not found")
 H200_X2 = hardware.Found(("NVIDIA H200",) * 2, "nvml")
@@ -135,14 +136,17 @@ def test_the_process_environment_is_the_default_input(monkeypatch: pytest.Monkey
     assert run_env.launched_rank() == 3
 
 
-def composed(hw: str = "cpu", dist: str = "ddp", **hw_keys: object) -> DictConfig:
-    """The parts of a composed config the run environment reads, from the real conf/ files."""
+def composed(hw: str = "cpu", dist: str = "ddp", backend: str | None = None, **hw_keys: object) -> RunSpec:
+    """The run spec of the parts of a composed config the run environment reads, from the real
+    conf/ files (`backend`: a dist.backend in place of the file's)."""
     node = hardware.load_profile(hw)
     for key, value in hw_keys.items():
         node[key] = value
     cfg = OmegaConf.create({"hw": node, "dist": OmegaConf.load(REPO / "conf" / "dist" / f"{dist}.yaml")})
     assert isinstance(cfg, DictConfig)
-    return cfg
+    if backend is not None:
+        cfg.dist.backend = backend
+    return build_spec(cfg)
 
 
 def test_hw_count_without_a_launcher_spawns() -> None:
@@ -188,10 +192,8 @@ def test_a_gpu_profile_without_cuda_trains_on_cpu_only_when_not_strict() -> None
 
 
 def test_bad_backend_and_threads_fail_before_anything_starts() -> None:
-    cfg = composed()
-    cfg.dist.backend = "mpi"
-    with pytest.raises(T4BenchError, match=r"dist.backend='mpi': choose ddp or horovod"):
-        run_env.resolve(cfg, {}, CPU_HOST)
+    with pytest.raises(T4BenchError, match=r"dist.backend=mpi: must be one of ddp, horovod"):
+        run_env.resolve(composed(backend="mpi"), {}, CPU_HOST)
     with pytest.raises(T4BenchError, match=r"^hw.threads=0"):
         run_env.resolve(composed(threads=0), {}, CPU_HOST)
 
@@ -216,5 +218,7 @@ def test_the_environment_is_immutable() -> None:
     env = run_env.resolve(composed(), {}, CPU_HOST)
     with pytest.raises(dataclasses.FrozenInstanceError):
         env.rank = 1  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        env.hw.count = 4  # type: ignore[misc]
     with pytest.raises(ReadonlyConfigError):
-        env.hw.count = 4
+        env.hw.rest.count = 4

@@ -22,6 +22,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from t4bench import gpu_inventory, resources
 from t4bench.errors import T4BenchError
+from t4bench.spec import HwSpec
+from t4bench.spec.section import build
 from t4bench.tracking import names
 
 #: conf/hw/ as shipped in the package (t4bench.resources)
@@ -147,8 +149,8 @@ def profile_names() -> list[str]:
     return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml") if p.stem != "auto")
 
 
-def matches(profile: DictConfig | dict[str, Any], gpu_name: str) -> bool:
-    pattern = profile.get("nvml_name")
+def matches(pattern: object, gpu_name: str) -> bool:
+    """Whether a profile's `nvml_name` (a regular expression; None: no GPU) names `gpu_name`."""
     return bool(pattern) and re.search(str(pattern), gpu_name, re.IGNORECASE) is not None
 
 
@@ -157,7 +159,7 @@ def profile_for(found: Found) -> str:
     if not found.gpus:
         return "cpu"
     for name in profile_names():
-        if matches(load_profile(name), found.gpus[0]):
+        if matches(load_profile(name).get("nvml_name"), found.gpus[0]):
             return name
     raise T4BenchError(
         f"hw=auto found {found.describe()}, which no profile in {PROFILE_DIR} matches "
@@ -169,13 +171,19 @@ def profile_for(found: Found) -> str:
 # resolution and the check (`t4bench.run_env` calls these once, before any rank starts)
 
 
-def resolve_profile(hw: DictConfig, found: Found) -> DictConfig:
-    """The profile to train on, as a new node: `hw` itself for a named profile; for `hw=auto` the
-    detected machine's profile with auto's non-null keys on top and `requested: auto`."""
-    chosen = OmegaConf.create(OmegaConf.to_container(hw, resolve=True))
-    assert isinstance(chosen, DictConfig)
-    if str(hw.name) != "auto":
-        return chosen
+def resolve_profile(hw: HwSpec, found: Found, count: int | None = None) -> HwSpec:
+    """The profile to train on, as a new section over a new read-only node (the composed one is
+    left as it is), with `count` ranks (None: hw.count): `hw` itself for a named profile; for
+    `hw=auto` the detected machine's profile with auto's non-null keys on top and `requested: auto`."""
+    given: dict[str, Any] = OmegaConf.to_container(hw.rest, resolve=True)  # type: ignore[assignment]
+    picked = OmegaConf.create(given) if hw.name != "auto" else _auto_profile(given, found)
+    picked["count"] = hw.count if count is None else count
+    OmegaConf.set_readonly(picked, True)
+    return build(HwSpec, picked, "hw.")
+
+
+def _auto_profile(chosen: dict[str, Any], found: Found) -> DictConfig:
+    """`hw=auto` (its composed keys `chosen`) as the detected machine's profile."""
     picked = load_profile(profile_for(found))
     for key in _AUTO_OVERRIDES:
         value = chosen.get(key)
@@ -199,20 +207,19 @@ def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix[:-1]: node}
 
 
-def _changed_run_keys(chosen: DictConfig) -> dict[str, Any]:
+def _changed_run_keys(chosen: dict[str, Any]) -> dict[str, Any]:
     """Dotted keys of conf/hw/run/default.yaml whose value in `chosen` differs from that file's."""
     defaults = _leaves(OmegaConf.to_container(OmegaConf.load(RUN_BLOCK)))
-    given = _leaves(OmegaConf.to_container(chosen, resolve=True))
+    given = _leaves(chosen)
     return {key: given[key] for key, default in defaults.items() if key in given and given[key] != default}
 
 
-def check(hw: DictConfig, found: Found, local_ranks: int) -> Check:
+def check(hw: HwSpec, found: Found, local_ranks: int) -> Check:
     """Fail before any training when the requested hardware is not here (unless hw.strict=false).
     `local_ranks`: the ranks that train on this host (each wants a GPU of the profile)."""
     requested = str(hw.get("requested") or hw.name)
     result = Check(requested=requested, found=found)
-    name = str(hw.name)
-    count = int(hw.count)
+    name, count = hw.name, hw.count
     problem = None
     if name == "cpu":
         return result
@@ -222,7 +229,7 @@ def check(hw: DictConfig, found: Found, local_ranks: int) -> Check:
         problem = f"{asked}, but this machine has no NVIDIA GPU ({nvml}{found.cuda_note}); use hw=cpu or hw=auto"
         result.cpu_fallback = True
     else:
-        wrong = [gpu for gpu in found.gpus if not matches(hw, gpu)]
+        wrong = [gpu for gpu in found.gpus if not matches(hw.get("nvml_name"), gpu)]
         if wrong:
             try:
                 hint = f"; use hw={profile_for(found)} or hw=auto"
@@ -233,13 +240,13 @@ def check(hw: DictConfig, found: Found, local_ranks: int) -> Check:
             problem = f"{asked}, but this machine has only {found.describe()}"
     if problem is None:
         return result
-    if bool(hw.strict):
+    if hw.strict:
         raise T4BenchError(f"{problem} (hw.strict=false runs anyway)")
     result.mismatch = problem
     return result
 
 
-def _label(hw: DictConfig) -> str:
+def _label(hw: HwSpec) -> str:
     return str(hw.get("label") or f"{hw.name} GPU")
 
 
@@ -251,22 +258,19 @@ def host_cores() -> int:
         return os.cpu_count() or 1
 
 
-def threads_per_rank(hw: DictConfig, local_ranks: int, environ: Mapping[str, str]) -> int | None:
+def threads_per_rank(hw: HwSpec, local_ranks: int, environ: Mapping[str, str]) -> int | None:
     """CPU intra-op threads for one rank: `hw.threads` when set; with several ranks on this host
     and no OMP_NUM_THREADS, the cores split between them (each rank's default of every core
     oversubscribes the host: 2 ranks x 2 threads on 2 cores run several times slower);
     None keeps the framework's default."""
-    chosen = hw.get("threads")
-    if chosen is not None:
-        if int(chosen) < 1:
-            raise T4BenchError(f"hw.threads={chosen}: give a positive number of threads per rank, or null")
-        return int(chosen)
+    if hw.threads is not None:  # at least 1: the spec's rule
+        return hw.threads
     if local_ranks > 1 and not environ.get("OMP_NUM_THREADS"):
         return max(1, host_cores() // local_ranks)
     return None
 
 
-def profile_tags(hw: DictConfig) -> dict[str, str]:
+def profile_tags(hw: HwSpec) -> dict[str, str]:
     """The profile's facts as tags, so a report can put throughput next to the hardware's peaks."""
     precision = str(hw.precision)
     peak = (hw.get("peak_tflops") or {}).get(precision)

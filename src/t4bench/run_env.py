@@ -2,10 +2,10 @@
 horovodrun, mpirun, SLURM), which rank it is of how many, the hardware profile it trains on (with
 `hw=auto` resolved), the device kind and the CPU threads per rank.
 
-`resolve(cfg)` builds it from the launcher's environment variables (read in `read_launcher` and
-nowhere else) and the config Hydra composed, before torch or MLflow load; it is immutable and
-passed down explicitly. The composed config is never changed: where a record of the run needs the
-effective values (MLflow params, resolved_config.yaml), `effective_hw` supplies them.
+`resolve(spec)` builds it from the launcher's environment variables (read in `read_launcher` and
+nowhere else) and the run spec, before torch or MLflow load; it is immutable and passed down
+explicitly. The composed config is never changed: the profile trained on is a new section
+(`RunEnvironment.hw`), which a record of the run (MLflow params, resolved_config.yaml) logs.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from omegaconf import DictConfig, OmegaConf
-
 from t4bench import hardware
 from t4bench.errors import T4BenchError
+from t4bench.spec import HwSpec, RunSpec
+from t4bench.spec.run import DistSpec
 from t4bench.sweep import slurm
 from t4bench.tracking import names
 
@@ -144,8 +144,8 @@ class RunEnvironment:
     #: this process must start `world_size` local ranks itself (hw.count=N, no outer launcher)
     spawn: bool
     #: the hardware profile trained on: conf/hw/<name>.yaml, `hw=auto` resolved (then
-    #: `requested: auto`), count = world_size; read-only
-    hw: DictConfig
+    #: `requested: auto`), count = world_size; its node read-only
+    hw: HwSpec
     #: "cuda" or "cpu" (a GPU profile on a host without CUDA runs on the CPU only with hw.strict=false)
     device_kind: str
     #: CPU threads per rank to set; None keeps the framework's default
@@ -180,19 +180,19 @@ class RunEnvironment:
 
 
 def resolve(
-    cfg: DictConfig,
+    spec: RunSpec,
     environ: Mapping[str, str] | None = None,
     found: hardware.Found | None = None,
 ) -> RunEnvironment:
-    """The run environment of `cfg` in this process; raises one-line `T4BenchError`s for a rank
-    count that disagrees with the launcher, hardware that is not here (unless hw.strict=false),
-    bad `hw.threads` or `dist.backend`. `found` is the hardware detection (detected when None)."""
+    """The run environment of `spec` in this process; raises one-line `T4BenchError`s for a rank
+    count that disagrees with the launcher or hardware that is not here (unless hw.strict=false).
+    `found` is the hardware detection (detected when None)."""
     environ = os.environ if environ is None else environ
     launched = read_launcher(environ)
     found = found or hardware.detect()
-    requested = int(cfg.hw.count)
+    requested = spec.hw.count
     outer = launched.world_size > 1
-    nodes = int(cfg.hw.get("nodes", 1))
+    nodes = int(spec.hw.get("nodes", 1))
     multi_node = slurm.nodes_error(nodes, requested, launched.world_size, environ)
     if multi_node:
         raise T4BenchError(multi_node)
@@ -204,19 +204,17 @@ def resolve(
     world = launched.world_size if outer else requested
     local_world = launched.local_world_size if outer else world
     spawn = not outer and requested > 1
-    backend = _dist_backend(cfg)
+    backend = spec.dist.backend
     launcher = launched.launcher
     if spawn:
         launcher = HOROVOD_RUN if backend == "horovod" else ELASTIC_LAUNCH
-    hw = hardware.resolve_profile(cfg.hw, found)
-    hw.count = world
+    hw = hardware.resolve_profile(spec.hw, found, count=world)
     checked = hardware.check(hw, found, local_world)
     device_kind = "cpu" if hw.name == "cpu" or checked.cpu_fallback else "cuda"
     tags = checked.tags()
     if checked.cpu_fallback:
         tags[names.DEVICE] = "cpu (no CUDA here; hw.strict=false)"
     threads = hardware.threads_per_rank(hw, max(local_world, 1), environ)
-    OmegaConf.set_readonly(hw, True)
     return RunEnvironment(
         launcher=launcher,
         rank=launched.rank,
@@ -229,7 +227,7 @@ def resolve(
         device_kind=device_kind,
         threads=threads,
         dist_backend=backend,
-        process_group=_process_group(cfg, device_kind),
+        process_group=_process_group(spec.dist, device_kind),
         master_addr=launched.master_addr,
         master_port=launched.master_port,
         nodelist=launched.nodelist,
@@ -237,15 +235,8 @@ def resolve(
     )
 
 
-def _dist_backend(cfg: DictConfig) -> str:
-    backend = str(cfg.dist.get("backend", "ddp"))
-    if backend not in ("ddp", "horovod"):
-        raise T4BenchError(f"dist.backend={backend!r}: choose ddp or horovod")
-    return backend
-
-
-def _process_group(cfg: DictConfig, device_kind: str) -> str:
-    chosen = str(cfg.dist.get("process_group", "auto"))
+def _process_group(dist: DistSpec, device_kind: str) -> str:
+    chosen = dist.process_group
     if chosen == "auto":
         return "nccl" if device_kind == "cuda" else "gloo"
     return chosen

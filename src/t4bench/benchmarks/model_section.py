@@ -2,23 +2,20 @@
 each benchmark's `config.py` extends with its own `data` and `arch` fields.
 
 A field's bound rides on the field itself (`bounded(rule)`), so the dataclass is the one place that
-says what a key may be: the preflight walks `rules(cls)` to refuse a bad value in one line before
-anything starts, and `build(cls, node)` reads the section into a frozen instance for the code.
+says what a key may be: the preflight walks `t4bench.spec.section.rules(cls)` to refuse a bad value
+in one line before anything starts, and the run spec's builder (`t4bench.spec.section.build`) reads
+the section from the spec's resolved `model:` values into a frozen instance for the code.
 Keys of the YAML a dataclass does not declare are left to the code that reads them (architecture
 details), so users' overrides and conf/ keep every key they have.
 
-Only the standard library loads here.
+Only the standard library and the run spec's builder (OmegaConf) load here.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import typing
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
 
-from t4bench.benchmarks.bounds import (
+from t4bench.spec.bounds import (
     NON_NEGATIVE,
     NON_NEGATIVE_INT,
     POSITIVE,
@@ -28,16 +25,8 @@ from t4bench.benchmarks.bounds import (
     Flag,
     Number,
     Numbers,
-    Rule,
 )
-
-Section = TypeVar("Section")
-
-
-def bounded(rule: Rule, default: Any = dataclasses.MISSING) -> Any:
-    """A dataclass field whose value must satisfy `rule` (checked by the preflight); immutable
-    defaults only (tuples for lists)."""
-    return field(default=default, metadata={"rule": rule})
+from t4bench.spec.section import bounded
 
 
 @dataclass(frozen=True)
@@ -94,39 +83,6 @@ class ModelSection:
     target: dict[str, float] = field(default_factory=dict)
 
 
-def _section_type(hint: Any) -> type | None:
-    """The dataclass a field's type names (`X` or `X | None`), None for a plain value."""
-    for candidate in (hint, *typing.get_args(hint)):
-        if isinstance(candidate, type) and dataclasses.is_dataclass(candidate):
-            return candidate
-    return None
-
-
-def rules(cls: type, prefix: str = "model") -> Iterator[tuple[str, Rule]]:
-    """(dotted key, rule) of every bounded field of `cls` and of its nested sections."""
-    hints = typing.get_type_hints(cls)
-    for item in dataclasses.fields(cls):
-        key = f"{prefix}.{item.name}"
-        if "rule" in item.metadata:
-            yield key, item.metadata["rule"]
-        nested = _section_type(hints[item.name])
-        if nested is not None:
-            yield from rules(nested, key)
-
-
-def build(cls: type[Section], node: Mapping[str, Any]) -> Section:
-    """A frozen `cls` from a resolved `model:` mapping: declared keys only, defaults for absent ones
-    (values are checked by the preflight against `rules(cls)` before any run starts)."""
-    hints = typing.get_type_hints(cls)
-    values: dict[str, Any] = {}
-    for item in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if item.name not in node:
-            continue
-        value, nested = node[item.name], _section_type(hints[item.name])
-        values[item.name] = build(nested, value) if nested is not None and isinstance(value, Mapping) else value
-    return cls(**values)
-
-
 @dataclass(frozen=True)
 class VisionSection(ModelSection):
     """What the image benchmarks add (ResNet-50, SSD, Mask R-CNN): channels-last memory, classes."""
@@ -144,6 +100,4 @@ __all__ = [
     "Schedule",
     "VisionSection",
     "bounded",
-    "build",
-    "rules",
 ]

@@ -18,19 +18,20 @@ from typing import Any
 from omegaconf import DictConfig
 
 from t4bench import hardware, run_env, seeding
-from t4bench.benchmarks import model_section, registry
-from t4bench.benchmarks.bounds import (
+from t4bench.benchmarks import registry
+from t4bench.benchmarks.model_section import ModelSection
+from t4bench.errors import T4BenchError
+from t4bench.preflight.hardware import CONF_DIR
+from t4bench.spec import RunSpec, build_spec
+from t4bench.spec.bounds import (
     POSITIVE,
     Choice,
     Number,
     Rule,
 )
-from t4bench.benchmarks.bounds import format_number as _fmt
-from t4bench.errors import T4BenchError
-from t4bench.preflight.hardware import CONF_DIR
-from t4bench.spec import RunSpec, build_spec
+from t4bench.spec.bounds import format_number as _fmt
 from t4bench.spec.run import known_keys as spec_keys
-from t4bench.spec.section import ABSENT, lookup
+from t4bench.spec.section import ABSENT, rules
 from t4bench.spec.section import shown as _shown
 
 _ABSENT = ABSENT
@@ -55,21 +56,21 @@ DEFAULT_RANK_MEMORY_GB = 4.0
 
 def _lookup(cfg: RunSpec, key: str) -> Any:
     """The resolved value at `key` of the composed config, `_ABSENT` when it has no such key."""
-    return lookup(cfg.config, key, key)
+    return cfg.lookup(key)
 
 
 def model_rules(model: Any) -> list[tuple[str, Rule]]:
     """The `model.*` rules of the benchmark folder named `model` (its config dataclass's bounded
     fields); a model no folder describes gets the common section's."""
     about = registry.find(str(model))
-    return list(model_section.rules(about.config if about is not None else model_section.ModelSection))
+    return list(rules(about.config if about is not None else ModelSection))
 
 
 def known_keys() -> set[str]:
     """Every key some rule checks: options any model or framework may be given with `+`."""
-    configs = {about.config for about in registry.every()} | {model_section.ModelSection}
-    model_keys = {key for config in configs for key, _ in model_section.rules(config)}
-    return set(spec_keys()) | {k for rules in FRAMEWORK_RULES.values() for k, _ in rules} | model_keys
+    configs = {about.config for about in registry.every()} | {ModelSection}
+    model_keys = {key for config in configs for key, _ in rules(config)}
+    return set(spec_keys()) | {k for own in FRAMEWORK_RULES.values() for k, _ in own} | model_keys
 
 
 def rules_for(cfg: RunSpec) -> list[tuple[str, Rule]]:
@@ -80,8 +81,8 @@ def rules_for(cfg: RunSpec) -> list[tuple[str, Rule]]:
     return [(key, own.pop(key, rule)) for key, rule in every] + list(own.items())
 
 
-def check_rules(cfg: RunSpec, rules: Sequence[tuple[str, Rule]] | None = None) -> None:
-    for key, rule in rules_for(cfg) if rules is None else rules:
+def check_rules(cfg: RunSpec, given: Sequence[tuple[str, Rule]] | None = None) -> None:
+    for key, rule in rules_for(cfg) if given is None else given:
         value = _lookup(cfg, key)
         if value is not _ABSENT and not rule.accepts(value):
             raise T4BenchError(f"{key}={_shown(value)}: must be {rule.allowed()}")
@@ -207,9 +208,16 @@ def check_eval_every(cfg: RunSpec) -> None:
 
 
 def validate(cfg: DictConfig) -> RunSpec:
-    """The run spec of `cfg`; one T4BenchError line for the first config value that cannot work
-    (the spec's typed fields, then the model's keys and the checks across keys); no side effects."""
+    """The run spec of the composed `cfg`, checked (`check`): the command-line preflight's builder."""
     spec = build_spec(cfg)
+    check(spec)
+    return spec
+
+
+def check(spec: RunSpec) -> None:
+    """One T4BenchError line for the first config value of `spec` that cannot work (its typed
+    fields were checked when it was built; here the model's keys and the checks across keys); no
+    side effects."""
     check_rules(spec)
     check_eval_every(spec)
     check_framework_options(spec)
@@ -221,4 +229,3 @@ def validate(cfg: DictConfig) -> RunSpec:
     if threads is not None and not (threads.isdigit() and int(threads) >= 1):
         raise T4BenchError(f"OMP_NUM_THREADS={threads}: must be a positive integer (or unset)")
     check_host(spec)
-    return spec

@@ -50,4 +50,4 @@ def check(spec: RunSpec) -> RunEnvironment:
     scale the model lacks or hardware this machine does not have (unless hw.strict=false). The
     config is left as composed."""
     check_scale(spec)
-    return run_env.resolve(spec.config)
+    return run_env.resolve(spec)

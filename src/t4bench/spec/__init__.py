@@ -1,7 +1,8 @@
 """The run spec: the composed config read once, at the edge, into frozen typed values.
 
     section  a typed section over its composed node; building one checks every field
-    model    the `model:` section's common base, and the seam a benchmark's own class plugs into
+    model    the `model:` section's common base (a benchmark's own class is built from its values)
+    bounds   what a typed field's value may be (its rule), and how the refusal says it
     run      RunSpec and build_spec(cfg): validation is building
     derived  RunDerived: what the runner works out (tags, emulated batch, packed threads), a value
 
@@ -16,7 +17,7 @@ Only the standard library and OmegaConf load here.
 """
 
 from t4bench.spec.derived import RunDerived
-from t4bench.spec.model import ModelSpec, model_spec
+from t4bench.spec.model import ModelSpec
 from t4bench.spec.run import HwSpec, RunSpec, build_spec
 
-__all__ = ["HwSpec", "ModelSpec", "RunDerived", "RunSpec", "build_spec", "model_spec"]
+__all__ = ["HwSpec", "ModelSpec", "RunDerived", "RunSpec", "build_spec"]

@@ -1,9 +1,9 @@
 """The `model:` section as the run spec holds it: the fields every model has, typed, and the model's
 own keys (optimizer, schedule, data, arch ...) in `rest`.
 
-`model_spec(node)` is the one seam where a benchmark's own config class plugs in: today it builds
-the common base; a benchmark that declares its dataclass (benchmarks/<name>/) will be built here
-instead, its keys checked by its own annotations.
+A benchmark that declares its own model-section dataclass (benchmarks/<name>/config.py) builds it
+from `plain()` with the same builder (`t4bench.spec.section.build`), its keys checked by its fields'
+rules.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Annotated, Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
-from t4bench.benchmarks.bounds import POSITIVE_INT
-from t4bench.spec.section import Section, build
+from t4bench.spec.bounds import POSITIVE_INT
+from t4bench.spec.section import Section
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -34,8 +34,3 @@ class ModelSpec(Section):
         benchmark's own config class is built from."""
         plain: dict[str, Any] = OmegaConf.to_container(self.rest, resolve=True)  # type: ignore[assignment]
         return {**plain, "batch_size": self.batch_size}
-
-
-def model_spec(node: DictConfig | None) -> ModelSpec:
-    """The model section of a run: the seam for a benchmark's own typed config class."""
-    return build(ModelSpec, node, "model.")

@@ -14,10 +14,10 @@ from typing import Annotated, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from t4bench.benchmarks.bounds import NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, Choice, Flag, Number
+from t4bench.spec.bounds import NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, Choice, Flag, Number
 from t4bench.spec.derived import RunDerived
-from t4bench.spec.model import ModelSpec, model_spec
-from t4bench.spec.section import Section, build, keys
+from t4bench.spec.model import ModelSpec
+from t4bench.spec.section import NOT_READ, Section, build, keys
 
 #: numpy's and torch's seeds must fit in 32 bits unsigned (numpy rejects negatives)
 SEED = Number(integer=True, low=0, high=2**32 - 1)
@@ -116,7 +116,7 @@ class RunSpec(Section):
     hydra: HydraSpec | None = None
     resume_finished: Annotated[bool, Flag()] = False
     model: ModelSpec
-    derived: RunDerived = dataclasses.field(default_factory=RunDerived, compare=False)
+    derived: RunDerived = dataclasses.field(default_factory=RunDerived, compare=False, metadata=NOT_READ)
 
     @property
     def config(self) -> DictConfig:
@@ -158,7 +158,7 @@ class RunSpec(Section):
 
 def build_spec(cfg: DictConfig) -> RunSpec:
     """The run spec of the composed `cfg`; one `T4BenchError` line for the first value that cannot be."""
-    return build(RunSpec, cfg, makers={"model": model_spec})
+    return build(RunSpec, cfg)
 
 
 def known_keys() -> list[str]:

@@ -84,11 +84,8 @@ class KerasResNet50(Benchmark["TFContext"]):
     def build_model(self) -> keras.Model:
         from t4bench.tf import resnet
 
-        # the run spec's model section keeps its untyped keys in `rest`; a section straight from
-        # Hydra's composition (tests that build the benchmark themselves) is that node already
-        model: Any = self.model_cfg
-        node: Mapping[str, Any] = getattr(model, "rest", model)
-        return resnet.build_from_config(node, float(self.tf_ctx.settings.get("bn_momentum", 0.9)))
+        # the run spec's model section keeps its untyped keys (arch, ...) in `rest`
+        return resnet.build_from_config(self.model_cfg.rest, float(self.tf_ctx.settings.get("bn_momentum", 0.9)))
 
     def param_groups(self, model: keras.Model) -> list[dict[str, Any]]:
         """MLPerf ResNet: no weight decay on batch-norm parameters and biases."""

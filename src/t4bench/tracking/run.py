@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from mlflow.entities import Metric, Param
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 import t4bench
+from t4bench.spec import HwSpec
 from t4bench.tracking import experiments, names, run_names, system_metrics
 from t4bench.tracking.client import mlflow_client
 from t4bench.tracking.run_config import RunConfig
@@ -61,7 +62,7 @@ class RunPlace(Protocol):
     here, not imported, so tracking stays below run_env, which spells its tags from tracking.names)."""
 
     @property
-    def hw(self) -> DictConfig: ...
+    def hw(self) -> HwSpec: ...
 
     @property
     def world_size(self) -> int: ...
@@ -91,7 +92,7 @@ def resolved_config(cfg: RunConfig, env: RunPlace) -> dict[str, Any]:
     resolved, hw.count = the ranks), so params and resolved_config.yaml say what ran."""
     container = cfg.logged_config()
     container.pop("hydra", None)
-    container["hw"] = OmegaConf.to_container(env.hw, resolve=True)
+    container["hw"] = OmegaConf.to_container(env.hw.rest, resolve=True)
     return container
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from t4bench.benchmarks.bounds import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT
 from t4bench.benchmarks.model_section import DataSection, ModelSection, bounded
+from t4bench.spec.bounds import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT
 
 
 @dataclass(frozen=True)

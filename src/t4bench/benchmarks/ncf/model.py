@@ -10,20 +10,18 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from t4bench import baselines
 from t4bench.benchmark import Benchmark
-from t4bench.benchmarks import model_section
 from t4bench.benchmarks.ncf import movielens
 from t4bench.benchmarks.ncf.config import NCFConfig
 from t4bench.pytorch.context import RunContext, chunked
 from t4bench.spec import RunSpec
+from t4bench.spec.section import build
 
 # the evaluation negatives are part of the dataset, not of the run: the same for every seed
 EVAL_NEGATIVES_SEED = 20190501
@@ -73,7 +71,7 @@ class NCFBenchmark(Benchmark[RunContext]):
     def __init__(self, cfg: RunSpec, ctx: RunContext) -> None:
         super().__init__(cfg, ctx)
         # the typed `model:` section (its bounds were checked by the preflight)
-        self.spec = model_section.build(NCFConfig, _plain_model(cfg))
+        self.spec = build(NCFConfig, cfg.model.plain(), "model.")
         data_cfg = self.spec.data
         self.train_negatives = data_cfg.train_negatives
         if self.synthetic:
@@ -176,13 +174,3 @@ class NCFBenchmark(Benchmark[RunContext]):
         if self.data is None:
             return {}
         return baselines.popularity_hit_rate(self.data.train_items, self.num_items, self.eval_items.cpu().numpy())
-
-
-def _plain_model(cfg: RunSpec) -> Mapping[str, Any]:
-    """The `model:` section as plain values: the run spec's (the run's batch in place), or, for a
-    benchmark built straight from Hydra's composition (tests, perf/ scripts), that section resolved."""
-    model = cfg.model
-    if isinstance(model, DictConfig):
-        plain: dict[str, Any] = OmegaConf.to_container(model, resolve=True)  # type: ignore[assignment]
-        return plain
-    return model.plain()

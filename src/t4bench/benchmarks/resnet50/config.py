@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from t4bench.benchmarks.bounds import NON_NEGATIVE_INT, POSITIVE_INT, UNIT_OPEN
 from t4bench.benchmarks.model_section import DataSection, VisionSection, bounded
+from t4bench.spec.bounds import NON_NEGATIVE_INT, POSITIVE_INT, UNIT_OPEN
 
 
 @dataclass(frozen=True)

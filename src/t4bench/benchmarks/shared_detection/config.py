@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from t4bench.benchmarks.bounds import POSITIVE_INT, PROBABILITY, Number, Numbers
 from t4bench.benchmarks.model_section import DataSection, VisionSection, bounded
+from t4bench.spec.bounds import POSITIVE_INT, PROBABILITY, Number, Numbers
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from t4bench.benchmarks.bounds import POSITIVE_INT, UNIT_OPEN, Number
 from t4bench.benchmarks.model_section import DataSection, ModelSection, bounded
+from t4bench.spec.bounds import POSITIVE_INT, UNIT_OPEN, Number
 
 
 @dataclass(frozen=True)
