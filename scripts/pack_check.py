@@ -19,6 +19,7 @@ from hydra.errors import HydraException
 from t4bench import packing
 from t4bench.errors import T4BenchError
 from t4bench.preflight.hardware import CONF_DIR
+from t4bench.spec import build_spec
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pack_check: {' '.join(args.overrides)}: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2
     try:
-        packing.check(cfg, totals_gib=None if args.total_gib is None else [args.total_gib])
+        packing.check(build_spec(cfg), totals_gib=None if args.total_gib is None else [args.total_gib])
     except T4BenchError as err:
         print(f"pack_check: all {args.runs} runs at once: {err}", file=sys.stderr)
         return 2

@@ -18,6 +18,7 @@ import pytest
 
 if TYPE_CHECKING:
     from t4bench.pytorch.context import RunContext
+    from t4bench.spec import RunSpec
 
 # Under pytest-xdist the host's cores are split between the workers: every run a test starts (and
 # torch in the worker itself) gets its share of threads, unless the caller set OMP_NUM_THREADS.
@@ -402,6 +403,13 @@ def compose(overrides: Sequence[str] = ()):  # type: ignore[no-untyped-def]
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return hydra_compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+
+
+def compose_spec(overrides: Sequence[str] = ()) -> RunSpec:
+    """The run spec of `compose(overrides)`: what the code below the Hydra app takes."""
+    from t4bench.spec import build_spec
+
+    return build_spec(compose(overrides))
 
 
 def run_context(

@@ -147,6 +147,7 @@ def _main(out: Path) -> None:
     from hydra import compose, initialize_config_dir
 
     from t4bench import runner
+    from t4bench.spec import build_spec
 
     sys.path.insert(0, str(Path(__file__).parent))
     frameworks.FRAMEWORKS["numpy"] = Framework("numpy", join)
@@ -160,7 +161,7 @@ def _main(out: Path) -> None:
     ]
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
-        summary = runner.run(cfg, out / "out")
+        summary = runner.run(build_spec(cfg), out / "out")
     print(json.dumps({"summary": summary, "torch_imported": "torch" in sys.modules}, default=float))
 
 

@@ -112,6 +112,7 @@ def _fp16_step_rank(out_dir: Path) -> None:
     from t4bench import run_env
     from t4bench.pytorch import distributed, launch
     from t4bench.pytorch.trainer import Trainer
+    from t4bench.spec import build_spec
 
     cfg = OmegaConf.create(
         {
@@ -133,7 +134,7 @@ def _fp16_step_rank(out_dir: Path) -> None:
             },
         }
     )
-    launch.init_process_group(cfg, run_env.resolve(cfg))
+    launch.init_process_group(cfg, run_env.resolve(build_spec(cfg)))
     rank, world = distributed.rank(), distributed.world_size()
     ctx = run_context(precision="fp16", rank=rank, world_size=world)
     bench = _Regression()

@@ -268,9 +268,9 @@ def test_system_metrics_that_cannot_start_say_so_in_one_console_line(tmp_path: P
 def test_a_sweep_parent_of_hw_auto_is_tagged_with_the_profile_its_runs_train_on() -> None:
     from t4bench import hardware
     from t4bench.sweep.recorded_config import config_tags
-    from tests.conftest import compose
+    from tests.conftest import compose_spec
 
-    tags = config_tags(compose(["hw=auto", "model=gnmt"]))
+    tags = config_tags(compose_spec(["hw=auto", "model=gnmt"]))
     assert tags["t4bench.hw"] == hardware.profile_for(hardware.detect()) != "auto"  # "cpu" on a CPU host
     assert tags["t4bench.model"] == "gnmt" and tags["t4bench.hw_count"] == "1"
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import all_runs, compose
+from conftest import all_runs, compose, compose_spec
 from omegaconf import open_dict
 
 from t4bench import hardware, packing
@@ -33,12 +33,16 @@ def test_the_memory_check_refuses_an_n_that_does_not_fit() -> None:
 
 
 def test_an_unknown_peak_refuses_and_says_how_to_measure_it() -> None:
-    cfg = compose(["model=gnmt", "scale=ding", "hw=h200", "hw.runs_per_gpu=8", "hw.peak_memory_gib.gnmt_ding=null"])
+    cfg = compose_spec(
+        ["model=gnmt", "scale=ding", "hw=h200", "hw.runs_per_gpu=8", "hw.peak_memory_gib.gnmt_ding=null"]
+    )
     with pytest.raises(T4BenchError, match=r"peak_memory_gib\.gnmt_ding=null.*NVML shows in use"):
         packing.check(cfg, totals_gib=H200_GIB)
-    fits = compose(["model=gnmt", "scale=ding", "hw=h200", "hw.runs_per_gpu=24", "hw.peak_memory_gib.gnmt_ding=4.0"])
+    fits = compose_spec(
+        ["model=gnmt", "scale=ding", "hw=h200", "hw.runs_per_gpu=24", "hw.peak_memory_gib.gnmt_ding=4.0"]
+    )
     packing.check(fits, totals_gib=H200_GIB)
-    too_many = compose(
+    too_many = compose_spec(
         [
             "model=gnmt",
             "scale=ding",
@@ -53,7 +57,7 @@ def test_an_unknown_peak_refuses_and_says_how_to_measure_it() -> None:
 
 
 def test_optuna_workers_default_to_runs_per_gpu_and_spread_round_robin() -> None:
-    cfg = compose(["hw.runs_per_gpu=1"])
+    cfg = compose_spec(["hw.runs_per_gpu=1"])
     assert packing.sweep_jobs(cfg, None) == 1 and packing.sweep_jobs(cfg, 3) == 3
     assert [packing.visible_gpu(i, 2, {}) for i in range(4)] == ["0", "1", "0", "1"]
     assert [packing.visible_gpu(i, 2, {"CUDA_VISIBLE_DEVICES": "2,5"}) for i in range(3)] == ["2", "5", "2"]

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import compose
+from conftest import compose, compose_spec
 
 from t4bench.errors import T4BenchError
 from t4bench.sweep import slurm
@@ -35,7 +35,7 @@ def test_nodes_need_an_srun_with_one_task_per_gpu_on_each_node() -> None:
 def test_resolve_takes_count_as_ranks_per_node_under_srun() -> None:
     from t4bench import hardware, run_env
 
-    cfg = compose(["hw.count=2", "hw.nodes=2"])
+    cfg = compose_spec(["hw.count=2", "hw.nodes=2"])
     srun = {"SLURM_NTASKS": "4", "SLURM_PROCID": "3", "SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "2"}
     srun |= {"SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_JOB_ID": "7"}
     env = run_env.resolve(cfg, srun, hardware.Found((), "none"))

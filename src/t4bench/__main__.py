@@ -111,9 +111,10 @@ def task(cfg: DictConfig, checked: command_line.Checked | None) -> dict[str, Any
         from t4bench.runner import run
         from t4bench.spec import build_spec
 
-        if gate(build_spec(cfg)):  # +experiment=study_r740: a dry run printed, or a run outside its matrix refused
+        spec = build_spec(cfg)
+        if gate(spec):  # +experiment=study_r740: a dry run printed, or a run outside its matrix refused
             return {}
-        return run(cfg, output_dir, checked)
+        return run(spec, output_dir, checked)
     except T4BenchError as err:
         print(f"t4bench: error: {err}{_after_error(output_dir, made_here, err.run_id)}", file=sys.stderr)
         sys.exit(2)

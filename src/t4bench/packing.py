@@ -10,8 +10,6 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from omegaconf import DictConfig
-
 from t4bench import hardware
 from t4bench.errors import T4BenchError
 from t4bench.spec import HwSpec, RunSpec
@@ -23,16 +21,16 @@ MEASURE_HINT = (
 )
 
 
-def runs_per_gpu(cfg: DictConfig | RunSpec) -> int:
-    value = cfg.hw.get("runs_per_gpu", 1)
+def runs_per_gpu(spec: RunSpec) -> int:
+    value = spec.hw.get("runs_per_gpu", 1)
     if value is None or int(value) < 1:
         raise T4BenchError(f"hw.runs_per_gpu={value}: give a positive number of runs per GPU")
     return int(value)
 
 
-def table_key(cfg: DictConfig) -> str:
+def table_key(spec: RunSpec) -> str:
     """The `hw.peak_memory_gib` entry of this run: <model>_<scale>."""
-    return f"{cfg.model.name}_{cfg.scale.name}"
+    return f"{spec.model.name}_{spec.scale.name}"
 
 
 def fit_error(
@@ -63,13 +61,13 @@ def fit_error(
     return None
 
 
-def check(cfg: DictConfig, totals_gib: Sequence[float] | None = None) -> None:
+def check(spec: RunSpec, totals_gib: Sequence[float] | None = None) -> None:
     """Raise T4BenchError (one line) unless `hw.runs_per_gpu` runs of this config fit this host:
     on a GPU, in its memory (NVML's total unless `totals_gib` is given); on hw=cpu, one core each."""
-    runs = runs_per_gpu(cfg)
+    runs = runs_per_gpu(spec)
     if runs == 1:
         return
-    if str(cfg.hw.name) == "cpu":
+    if spec.hw.name == "cpu":
         cores = hardware.host_cores()
         if runs > cores:
             raise T4BenchError(f"hw.runs_per_gpu={runs} on hw=cpu: only {cores} cores here, one run per core at most")
@@ -81,15 +79,15 @@ def check(cfg: DictConfig, totals_gib: Sequence[float] | None = None) -> None:
         if read is None:
             raise T4BenchError(f"hw.runs_per_gpu={runs}: cannot read the GPU's memory size from NVML ({why})")
         totals_gib = read
-    peaks = cfg.hw.get("peak_memory_gib") or {}
-    peak = peaks.get(table_key(cfg))
+    peaks = spec.hw.get("peak_memory_gib") or {}
+    peak = peaks.get(table_key(spec))
     error = fit_error(
         runs,
         None if peak is None else float(peak),
         totals_gib,
-        float(cfg.hw.get("pack_margin", 0.1)),
-        float(cfg.hw.get("context_gib", 0.0)),
-        table_key(cfg),
+        float(spec.hw.get("pack_margin", 0.1)),
+        float(spec.hw.get("context_gib", 0.0)),
+        table_key(spec),
     )
     if error:
         raise T4BenchError(error)
@@ -118,11 +116,11 @@ def gpu_count() -> int:
     return max(len(found or []), 1)
 
 
-def sweep_jobs(cfg: DictConfig, given: Any) -> int:
+def sweep_jobs(spec: RunSpec, given: Any) -> int:
     """Optuna sweep workers: `hydra.sweeper.n_jobs` when given, else runs_per_gpu x GPUs."""
     if given not in (None, ""):
         return int(given)
-    runs = runs_per_gpu(cfg)
+    runs = runs_per_gpu(spec)
     return runs if runs == 1 else runs * gpu_count()
 
 

@@ -5,8 +5,8 @@ Only the preflight checks' light modules (Hydra, OmegaConf, stdlib) load at impo
 and the benchmark's module load after them, so a wrong `hw=` or `scale=` fails in about a second.
 What one rank does lives in `t4bench.rank`; imports flow runner -> rank -> framework, never back.
 
-The runner is the edge where the composed config becomes the run spec (t4bench.spec): it is built
-here once (or checked by the command-line preflight, whose result arrives as `checked`), what the
+The runner takes the run spec (t4bench.spec) the Hydra task function built of the job's composed
+config, checked here (or by the command-line preflight, whose result arrives as `checked`); what the
 run derives from it (emulation, GPU packing, the sweep launcher and Slurm job) is worked out as one
 `RunDerived` value, and everything below takes the spec. The composed config is made read-only
 first: nothing writes into it.
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from t4bench import emulation, frameworks, packing, seeding
 from t4bench.benchmark import benchmark_class
@@ -28,7 +28,7 @@ from t4bench.preflight import config, hardware
 from t4bench.preflight.command_line import Checked
 from t4bench.run_env import RunEnvironment
 from t4bench.signals import sigterm_raises
-from t4bench.spec import RunDerived, RunSpec, build_spec
+from t4bench.spec import RunDerived, RunSpec
 from t4bench.sweep import slurm
 from t4bench.tracking import names, store_probe
 
@@ -37,18 +37,16 @@ if TYPE_CHECKING:
     from t4bench.tracking.run import RunTracker
 
 
-def run(cfg: DictConfig, output_dir: Path, checked: Checked | None = None) -> dict[str, Any]:
+def run(spec: RunSpec, output_dir: Path, checked: Checked | None = None) -> dict[str, Any]:
     """Check scale, hardware, backend and data before any run exists, then train here, or start
-    `hw.count` ranks (one MLflow run, made here and handed to them). `checked`: what the
-    command-line preflight of this process passed (its checks of places are not made again for
-    the same task overrides)."""
-    OmegaConf.set_readonly(cfg, True)  # from here on the config is read, never written
+    `hw.count` ranks (one MLflow run, made here and handed to them). `spec`: the run spec of the
+    job's composed config; `checked`: what the command-line preflight of this process passed (its
+    checks of places are not made again for the same task overrides)."""
+    OmegaConf.set_readonly(spec.config, True)  # from here on the config is read, never written
     env = checked.env_for(_task_overrides()) if checked is not None else None
     if env is None:
-        spec = config.validate(cfg)  # types, ranges and what this host holds, before anything else
+        config.check(spec)  # ranges and what this host holds, before anything else
         env = hardware.check(spec)  # no torch yet: hw=auto resolved, the launcher's ranks read
-    else:
-        spec = build_spec(cfg)
     # deterministic=true: CUBLAS_WORKSPACE_CONFIG before any CUDA context, inherited by spawned ranks
     seeding.deterministic_environment(spec.deterministic)
     spec = spec.with_derived(derive(spec, env, _multirun()))

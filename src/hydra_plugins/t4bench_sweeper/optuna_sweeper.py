@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from t4bench import packing
 from t4bench.errors import T4BenchError
+from t4bench.spec import build_spec
 
 
 class T4OptunaSweeper(Sweeper):
@@ -41,11 +42,12 @@ class T4OptunaSweeper(Sweeper):
         # stay DictConfigs for hydra.utils.instantiate
         resolved = {k: cfg[k] for k in cfg if k not in ("_target_",)}
         try:
+            spec = build_spec(self.config)
             # hw.runs_per_gpu=N: n_jobs defaults to N x GPUs, spread round-robin over the GPUs
             # (the memory check ran before, in the packing callback)
-            resolved["n_jobs"] = packing.sweep_jobs(self.config, resolved.get("n_jobs"))
-            resolved["gpus"] = packing.gpu_count() if packing.runs_per_gpu(self.config) > 1 else 1
-            runner = OptunaStudyRunner(resolved, self.config, self.launcher, arguments)
+            resolved["n_jobs"] = packing.sweep_jobs(spec, resolved.get("n_jobs"))
+            resolved["gpus"] = packing.gpu_count() if packing.runs_per_gpu(spec) > 1 else 1
+            runner = OptunaStudyRunner(resolved, spec, self.launcher, arguments)
             seeds = resolved.get("validate_seeds")
             if seeds:  # python -m t4bench.sweep.holdout: held-out seeds, no study trials
                 return runner.validate([int(s) for s in seeds])

@@ -233,5 +233,5 @@ def check(argv: Sequence[str]) -> Checked | None:
         sampled = [_sample(override, high) for override in searched]
         job = _check_values(_compose([*fixed, *plain_params, *sampled], argv))
     _check_places(job)
-    slurm.check(cfg)  # sbatch fails only after the parent run and the sweep folder exist
+    slurm.check(job)  # sbatch fails only after the parent run and the sweep folder exist
     return None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -78,27 +78,35 @@ def _target_accepts(target: Any, name: str) -> bool:
     return name in signature.parameters or any(p.kind is p.VAR_KEYWORD for p in params)
 
 
-def is_read(key: str, schema: DictConfig) -> bool:
-    """Whether t4bench reads `key` when it is added: it is in the schema, lies under a map the
-    schema declares empty (free: tracking.tags, callbacks, perf.models), is an argument of the
-    `_target_` node it is added to, or is an option the validation table knows."""
+def _at(tree: Mapping[str, Any], key: str) -> Any:
+    """The value at the dotted `key` of a plain `tree`, `_ABSENT` when there is none."""
+    node: Any = tree
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _ABSENT
+        node = node[part]
+    return node
+
+
+def is_read(key: str, schema: Mapping[str, Any]) -> bool:
+    """Whether t4bench reads `key` when it is added: it is in the schema (as plain maps), lies under
+    a map the schema declares empty (free: tracking.tags, callbacks, perf.models), is an argument of
+    the `_target_` node it is added to, or is an option the validation table knows."""
     from t4bench.preflight.config import known_keys
 
     parts = key.split(".")
     for depth in range(1, len(parts) + 1):
-        node = OmegaConf.select(
-            schema, ".".join(parts[:depth]), default=_ABSENT, throw_on_missing=False, throw_on_resolution_failure=False
-        )
+        node = _at(schema, ".".join(parts[:depth]))
         if node is _ABSENT:
             break
         if depth == len(parts):
             return True
-        if not isinstance(node, DictConfig):
+        if not isinstance(node, Mapping):
             return False
         if len(node) == 0:
             return True
         if "_target_" in node and depth == len(parts) - 1:
-            return _target_accepts(node._get_node("_target_")._value(), parts[-1])  # type: ignore[union-attr]
+            return _target_accepts(node["_target_"], parts[-1])
     return key in known_keys()
 
 
@@ -128,13 +136,14 @@ def schema_for(task_overrides: Sequence[str]) -> DictConfig:
     return compose(config_name="config", overrides=kept)
 
 
-def _foreign_argument(key: str, cfg: DictConfig | None) -> str | None:
-    """The `_target_` of the node `key` is added to, when that class or function does not take it."""
+def _foreign_argument(key: str, composed: Mapping[str, Any]) -> str | None:
+    """The `_target_` of the node `key` is added to (in the composed config, as plain maps), when
+    that class or function does not take it."""
     parent, _, name = key.rpartition(".")
-    node = OmegaConf.select(cfg, parent, default=None) if cfg is not None and parent else None
-    if not isinstance(node, DictConfig) or "_target_" not in node or name == "_target_":
+    node = _at(composed, parent) if parent else None
+    if not isinstance(node, Mapping) or "_target_" not in node or name == "_target_":
         return None
-    target = node._get_node("_target_")._value()  # type: ignore[union-attr]
+    target = node["_target_"]
     return None if _target_accepts(target, name) else str(target)
 
 
@@ -149,16 +158,19 @@ def check_added_keys(
     if not interesting:
         return
     schema = schema if schema is not None else schema_for(task_overrides)
+    # plain maps, interpolations left as typed: what the checks below walk
+    schema_layout: Any = OmegaConf.to_container(schema, resolve=False)
+    composed: Any = OmegaConf.to_container(cfg, resolve=False) if cfg is not None else {}
     keys: list[str] | None = None
     for override in interesting:
         key = override.key_or_group
         if key.startswith("hydra."):
             continue  # Hydra's own structured schema checks those
         node = OmegaConf.select(schema, key, default=_ABSENT, throw_on_missing=False, throw_on_resolution_failure=False)
-        target = _foreign_argument(key, cfg) if node is _ABSENT else None
+        target = _foreign_argument(key, composed) if node is _ABSENT else None
         if target:
             raise T4BenchError(f"{override.input_line}: {target} takes no argument {key.rpartition('.')[2]!r}")
-        if (override.is_add() or override.is_force_add()) and node is _ABSENT and not is_read(key, schema):
+        if (override.is_add() or override.is_force_add()) and node is _ABSENT and not is_read(key, schema_layout):
             keys = keys if keys is not None else list(config_keys(schema))
             raise T4BenchError(
                 f"{override.input_line}: no t4bench code reads {key}{_suggest(key, keys)} "
@@ -242,7 +254,7 @@ def explain(err: BaseException, argv: Sequence[str]) -> str:
     if found:
         key = found.group(1)
         schema = _schema_outside_app(argv)
-        if schema is not None and is_read(key, schema):
+        if schema is not None and is_read(key, OmegaConf.to_container(schema, resolve=False)):  # type: ignore[arg-type]
             line = _given(argv, key)
             return f"{line}: {key} is not in the config; add it with +{line.lstrip('+')}"
         keys = list(config_keys(schema)) if schema is not None else []

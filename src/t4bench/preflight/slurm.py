@@ -14,9 +14,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
-
 from t4bench.errors import T4BenchError
+from t4bench.spec import RunSpec
 
 #: scontrol waits MessageTimeout (10 s by default) per controller; a backup doubles it
 PING_TIMEOUT_S = 30
@@ -24,10 +23,9 @@ PING_TIMEOUT_S = 30
 _PREFIXES = ("sbatch: ", "scontrol: ", "error: ", "fatal: ")
 
 
-def uses_slurm(config: DictConfig) -> bool:
+def uses_slurm(spec: RunSpec) -> bool:
     """The sweep's launcher submits to Slurm (t4bench's SlurmLauncher or the plugin's)."""
-    target = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
-    return target.endswith("SlurmLauncher")
+    return spec.sweep.target("launcher").endswith("SlurmLauncher")
 
 
 def shorten(words: str) -> str:
@@ -62,9 +60,10 @@ def controller_problem() -> str | None:
     return None
 
 
-def check(config: DictConfig) -> None:
-    """One line when the sweep would submit to a Slurm that is not there."""
-    if not uses_slurm(config):
+def check(spec: RunSpec) -> None:
+    """One line when the sweep (the spec of one of its jobs' compositions, Hydra's node included)
+    would submit to a Slurm that is not there."""
+    if not uses_slurm(spec):
         return
     problem = controller_problem()
     if problem:

@@ -13,7 +13,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from t4bench.errors import T4BenchError
 from t4bench.spec import RunSpec
@@ -55,7 +55,7 @@ def gate(cfg: RunSpec) -> bool:
         return False
     if is_dry_run(cfg):
         name = str(exp.name)
-        lines = command_lines(name, expand(_matrix(exp)))
+        lines = command_lines(name, expand(_matrix(cfg)))
         print(f"# +experiment={name}: {len(lines)} runs at scale={cfg.scale.name} (none started)")
         print("\n".join(lines))
         return True
@@ -69,8 +69,9 @@ def is_dry_run(cfg: RunSpec) -> bool:
     return isinstance(exp, DictConfig) and "matrix" in exp and bool(exp.get("dry_run"))
 
 
-def _matrix(exp: DictConfig) -> dict[str, Any]:
-    return {str(k): v for k, v in OmegaConf.to_container(exp.matrix, resolve=True).items()}  # type: ignore[union-attr]
+def _matrix(cfg: RunSpec) -> dict[str, Any]:
+    """The matrix experiment's `experiment.matrix`, resolved."""
+    return {str(k): v for k, v in cfg.lookup("experiment.matrix").items()}
 
 
 def check(cfg: RunSpec) -> None:
@@ -78,7 +79,7 @@ def check(cfg: RunSpec) -> None:
     exp = cfg.get("experiment")
     if not isinstance(exp, DictConfig) or "matrix" not in exp:
         return
-    name, matrix = str(exp.name), _matrix(exp)
+    name, matrix = str(exp.name), _matrix(cfg)
     hw, count, model = _resolved_hw(cfg), int(cfg.hw.count), str(cfg.model.name)
     allowed = {str(k): [int(n) for n in v] for k, v in matrix["hw"].items()}
     where = f"hw={hw}" + (" (hw=auto on this machine)" if str(cfg.hw.name) == "auto" else "")

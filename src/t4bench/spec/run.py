@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from t4bench.errors import T4BenchError
 from t4bench.spec.bounds import NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, Choice, Flag, Number
 from t4bench.spec.derived import RunDerived
 from t4bench.spec.model import ModelSpec
@@ -93,9 +94,19 @@ class SweeperSpec(Section):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class HydraSpec(Section):
-    """Hydra's own node: only in the command-line preflight's composition (Hydra's job has none)."""
+    """Hydra's own node: in the command-line preflight's composition and in the config a sweep's
+    callbacks and sweeper are given (Hydra's job has none)."""
 
     sweeper: SweeperSpec
+
+    def target(self, node: str) -> str:
+        """`hydra.<node>._target_`: the class of the sweep's `launcher` or `sweeper` ("" when none)."""
+        return str(OmegaConf.select(self.rest, f"{node}._target_", default="") or "")
+
+    def overrides(self, kind: str) -> list[str]:
+        """The command line's `task` or `hydra` overrides as given (`${...}` left as typed)."""
+        given = OmegaConf.select(self.rest, f"overrides.{kind}", default=None)
+        return [str(line) for line in OmegaConf.to_container(given, resolve=False) or []] if given else []
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -122,6 +133,13 @@ class RunSpec(Section):
     def config(self) -> DictConfig:
         """The composed config, read-only (what the run logs as its parameters)."""
         return self.rest
+
+    @property
+    def sweep(self) -> HydraSpec:
+        """Hydra's node of a sweep's config (its callbacks' and sweeper's; a job's has none)."""
+        if self.hydra is None:
+            raise T4BenchError("this config has no hydra node: only a sweep's callbacks and sweeper read it")
+        return self.hydra
 
     @property
     def tags(self) -> dict[str, str]:

@@ -124,16 +124,7 @@ def _stored(base: Any, value: Any) -> Any:
     return value
 
 
-Node = DictConfig | Mapping[str, Any]
-
-
-def _child(node: Node, key: str) -> Node | None:
-    """The map at `key` of `node` (None: absent, or not a map)."""
-    child = OmegaConf.select(node, key, default=None) if isinstance(node, DictConfig) else node.get(key)
-    return child if isinstance(child, (DictConfig, Mapping)) else None
-
-
-def build(cls: type[T], node: Node | None, prefix: str = "") -> T:
+def build(cls: type[T], node: DictConfig | Mapping[str, Any] | None, prefix: str = "") -> T:
     """`cls` (a Section, or a benchmark's plain model-section dataclass) read from `node` (the
     composed config's node, or a resolved plain mapping; None: the section is absent), each value
     checked by its field's rule, in field order; a nested dataclass is built from its child map. An
@@ -146,7 +137,8 @@ def build(cls: type[T], node: Node | None, prefix: str = "") -> T:
         path, hint = f"{prefix}{field.name}", hints[field.name]
         nested = _nested(hint)
         if nested is not None:
-            child = _child(node, field.name)
+            child = OmegaConf.select(raw.rest, field.name, default=None) if raw is not None else node.get(field.name)
+            child = child if isinstance(child, (DictConfig, Mapping)) else None  # absent, or not a map
             if child is not None or type(None) not in get_args(hint):
                 values[field.name] = build(nested, child, f"{path}.")
             continue

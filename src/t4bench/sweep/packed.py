@@ -15,40 +15,38 @@ import sys
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from t4bench import packing
 from t4bench.errors import T4BenchError
+from t4bench.spec import RunSpec, build_spec
 
 log = logging.getLogger(__name__)
 
 MPS_CONTROL = "nvidia-cuda-mps-control"
 
 
-def _packed(config: DictConfig) -> bool:
+def _packed(spec: RunSpec) -> bool:
     """Runs of this sweep share a GPU through the joblib launcher (Optuna's own workers do not)."""
-    return packing.runs_per_gpu(config) > 1 and not _is_optuna(config)
+    return packing.runs_per_gpu(spec) > 1 and not _is_optuna(spec)
 
 
-def _is_optuna(config: DictConfig) -> bool:
-    return str(OmegaConf.select(config, "hydra.sweeper._target_", default="") or "").startswith(
-        "hydra_plugins.t4bench_sweeper"
-    )
+def _is_optuna(spec: RunSpec) -> bool:
+    return spec.sweep.target("sweeper").startswith("hydra_plugins.t4bench_sweeper")
 
 
-def launcher_error(config: DictConfig) -> str | None:
+def launcher_error(spec: RunSpec) -> str | None:
     """A seed sweep with Hydra's basic launcher runs one job at a time: packing needs the packed one.
     Also the Slurm launcher's time limit and signal delay (t4bench.sweep.slurm)."""
     from t4bench.sweep import slurm
 
-    slurm_error = slurm.launcher_error(config)
+    slurm_error = slurm.launcher_error(spec)
     if slurm_error:
         return slurm_error
-    runs = packing.runs_per_gpu(config)
-    if runs == 1 or _is_optuna(config):
+    runs = packing.runs_per_gpu(spec)
+    if runs == 1 or _is_optuna(spec):
         return None
-    target = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
-    if target.endswith("BasicLauncher"):
+    if spec.sweep.target("launcher").endswith("BasicLauncher"):
         return f"hw.runs_per_gpu={runs}: Hydra's basic launcher runs one job at a time; add hydra/launcher=packed"
     return None
 
@@ -105,12 +103,13 @@ class PackingCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
-            error = launcher_error(config)
+            spec = build_spec(config)
+            error = launcher_error(spec)
             if error:
                 raise T4BenchError(error)
-            packing.check(config)
-            worker = int(OmegaConf.select(config, "hydra.sweeper.worker_index", default=0) or 0)
-            if bool(config.hw.get("mps", False)) and worker == 0:  # Optuna workers > 0 share worker 0's
+            packing.check(spec)
+            worker = int(spec.sweep.sweeper.get("worker_index", 0) or 0)
+            if bool(spec.hw.get("mps", False)) and worker == 0:  # Optuna workers > 0 share worker 0's
                 self.started_mps = start_mps()
                 if self.started_mps:  # a sweep that dies still stops the daemon it started
                     atexit.register(self.on_multirun_end, config)
@@ -122,5 +121,5 @@ class PackingCallback(Callback):
         if self.started_mps:
             stop_mps()  # releases the workers first: MPS waits for them
             self.started_mps = False
-        elif _packed(config):  # idle workers would hold GPU memory for minutes after the sweep returned
+        elif _packed(build_spec(config)):  # idle workers would hold GPU memory for minutes after the sweep returned
             release_workers()

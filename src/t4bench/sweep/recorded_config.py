@@ -8,20 +8,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
+from t4bench.spec import RunSpec
+from t4bench.spec.section import ABSENT
 from t4bench.tracking import names
 
 log = logging.getLogger(__name__)
 
 
-def config_tags(config: DictConfig) -> dict[str, str]:
+def config_tags(spec: RunSpec) -> dict[str, str]:
     """t4bench.model / hw / hw_count / scale of the composed config (as training runs carry)."""
     keys = {names.MODEL: "model.name", names.HW: "hw.name", names.HW_COUNT: "hw.count", names.SCALE: "scale.name"}
     out = {}
     for tag, key in keys.items():
-        value = OmegaConf.select(config, key, default=None)
-        if value is not None:
+        value = spec.lookup(key)
+        if value is not ABSENT and value is not None:
             out[tag] = str(value)
     if out.get(names.HW) == "auto":  # the profile the jobs resolve it to, so parent and runs agree
         out[names.HW] = detected_profile()
@@ -38,11 +40,12 @@ def detected_profile() -> str:
         return "auto"
 
 
-def fixed_params(config: DictConfig, searched: Sequence[str], fixed_overrides: Sequence[str]) -> dict[str, str]:
+def fixed_params(spec: RunSpec, searched: Sequence[str], fixed_overrides: Sequence[str]) -> dict[str, str]:
     """The composed config (resolved, flattened as a training run logs it) minus the searched keys
     and the seed, plus the sweep's plain `hydra.sweeper.params` values (given to every job)."""
     from t4bench.tracking.run import flatten
 
+    config = spec.config
     task = OmegaConf.masked_copy(config, [str(k) for k in config if k != "hydra"])
     try:
         container = OmegaConf.to_container(task, resolve=True)

@@ -9,6 +9,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from t4bench.spec import RunSpec
+
 
 def instantiate(node: Any, **extra: Any) -> Any:
     """A sampler / pruner from its config node; None for an empty node or `_target_: null`."""
@@ -22,11 +24,11 @@ def instantiate(node: Any, **extra: Any) -> Any:
     return hydra_instantiate({**node, **extra})
 
 
-def task_overrides(config: DictConfig) -> list[str]:
+def task_overrides(spec: RunSpec) -> list[str]:
     """The command line's non-sweep task overrides (what validation must apply again)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    raw = OmegaConf.to_container(config.hydra.overrides.task, resolve=False) or []
+    raw = spec.sweep.overrides("task")
     out = []
     for line in raw:
         override = OverridesParser.create().parse_override(str(line))
@@ -35,8 +37,8 @@ def task_overrides(config: DictConfig) -> list[str]:
     return out
 
 
-def hydra_overrides(config: DictConfig) -> list[str]:
-    raw = OmegaConf.to_container(config.hydra.overrides.hydra, resolve=False) or []
+def hydra_overrides(spec: RunSpec) -> list[str]:
+    raw = spec.sweep.overrides("hydra")
     skip = (
         "hydra.sweeper.n_jobs=",
         "hydra.sweeper.worker_index=",

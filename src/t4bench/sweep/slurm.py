@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-
-from omegaconf import DictConfig, OmegaConf
+from typing import TYPE_CHECKING
 
 from t4bench.tracking import names
+
+if TYPE_CHECKING:
+    from t4bench.spec import RunSpec
 
 #: how much earlier than asked Slurm may send a job's --signal (its event resolution; man sbatch)
 SIGNAL_SLACK_S = 60
@@ -93,11 +95,10 @@ def signal_error(timeout_min: int, signal_delay_s: int) -> str | None:
     return None
 
 
-def launcher_error(config: DictConfig) -> str | None:
+def launcher_error(spec: RunSpec) -> str | None:
     """The sweep's Slurm launcher settings checked before the sweep starts (None: fine, or not a
     Slurm launcher)."""
-    target = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
-    if not target.endswith("SlurmLauncher"):
+    if not spec.sweep.target("launcher").endswith("SlurmLauncher"):
         return None
-    launcher = config.hydra.launcher
+    launcher = spec.sweep.launcher
     return signal_error(int(launcher.get("timeout_min", 0)), int(launcher.get("signal_delay_s", 0)))

@@ -22,10 +22,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from t4bench.errors import T4BenchError
 from t4bench.signals import sigterm_raises
+from t4bench.spec import RunSpec
 from t4bench.sweep import space as spaces
 from t4bench.sweep.objective import RobustObjective
 from t4bench.sweep.recorded_config import config_tags, fixed_params
@@ -44,14 +43,12 @@ UID_ATTR = "t4bench_study_uid"
 
 
 class OptunaStudyRunner:
-    def __init__(
-        self, sweeper_cfg: Mapping[str, Any], config: DictConfig, launcher: Any, arguments: Sequence[str]
-    ) -> None:
-        self.cfg, self.config, self.launcher = sweeper_cfg, config, launcher
+    def __init__(self, sweeper_cfg: Mapping[str, Any], spec: RunSpec, launcher: Any, arguments: Sequence[str]) -> None:
+        self.cfg, self.spec, self.launcher = sweeper_cfg, spec, launcher
         self.space = spaces.parse(arguments, sweeper_cfg.get("params") or {})
         self.objective = RobustObjective.from_config(sweeper_cfg)
         self.study_name = str(sweeper_cfg["study_name"])
-        self.sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
+        self.sweep_dir = Path(str(spec.sweep.sweep.dir)).resolve()
         storage = sweeper_cfg.get("storage") or f"journal:{self.sweep_dir / 'optuna.journal'}"
         self.storage_url = normalize(str(storage))
         self.n_trials = int(sweeper_cfg["n_trials"])
@@ -75,8 +72,8 @@ class OptunaStudyRunner:
         uid = str((existing.user_attrs.get(UID_ATTR) if existing else None) or uuid.uuid4().hex)
         if bool(sweeper_cfg.get("mlflow", True)):
             # before the study is created: a sweep id taken by another sweep stops with nothing made
-            tags = config_tags(config)
-            self.runs = OptunaSweepRuns(config, self.sweep_id, self.study_name, self.storage_url, uid, tags)
+            tags = config_tags(spec)
+            self.runs = OptunaSweepRuns(spec, self.sweep_id, self.study_name, self.storage_url, uid, tags)
             self.runs.check_sweep_id(existing.user_attrs.get(PARENT_ATTR) if existing else None)
         self.study = self._create_study(uid)
         if self.runs is not None:
@@ -153,8 +150,8 @@ class OptunaStudyRunner:
                 "t4bench_seeds": self.seeds,
                 "t4bench_n_trials": self.n_trials,
                 "t4bench_fixed_overrides": self.space.fixed,
-                "t4bench_task_overrides": task_overrides(self.config),
-                "t4bench_hydra_overrides": hydra_overrides(self.config),
+                "t4bench_task_overrides": task_overrides(self.spec),
+                "t4bench_hydra_overrides": hydra_overrides(self.spec),
                 "t4bench_search_space": {k: repr(v) for k, v in self.space.distributions.items()},
             }
             if self.validating:  # a validation records nothing in the study but its uid
@@ -166,7 +163,7 @@ class OptunaStudyRunner:
 
     def _open_parent(self, runs: OptunaSweepRuns) -> None:
         params = {
-            **fixed_params(self.config, list(self.space.distributions), self.space.fixed),
+            **fixed_params(self.spec, list(self.space.distributions), self.space.fixed),
             "sweep.objective": self.objective.metric,
             "sweep.aggregate": self.objective.aggregate,
             "sweep.direction": self.objective.direction,
@@ -307,7 +304,7 @@ class OptunaStudyRunner:
                 f"{self.objective.metric} = {summary['best_value']:.4f} with {summary['best_params']}"
             )
         if self.runs is not None and "best_value" in summary:
-            uri = str(self.config.tracking.uri)
+            uri = str(self.spec.tracking.uri)
             lines.append(
                 next_steps(
                     uri,

@@ -32,6 +32,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from t4bench.errors import ArgumentParser, T4BenchError
+from t4bench.spec import RunSpec, build_spec
 from t4bench.sweep import stats
 from t4bench.tracking import experiments, names, run_names
 
@@ -39,16 +40,15 @@ ENV_SWEEP_ID = "T4BENCH_SWEEP_ID"
 ENV_PARENT = "T4BENCH_PARENT_RUN_ID"
 
 
-def _is_t4bench_optuna(config: DictConfig) -> bool:
-    target = str(OmegaConf.select(config, "hydra.sweeper._target_", default="") or "")
-    return target.startswith("hydra_plugins.t4bench_sweeper")
+def _is_t4bench_optuna(spec: RunSpec) -> bool:
+    return spec.sweep.target("sweeper").startswith("hydra_plugins.t4bench_sweeper")
 
 
-def default_sweep_id(config: DictConfig) -> str:
-    explicit = OmegaConf.select(config, "tracking.sweep_id", default=None)
+def default_sweep_id(spec: RunSpec) -> str:
+    explicit = OmegaConf.select(spec.config, "tracking.sweep_id", default=None)
     if explicit:
         return str(explicit)
-    return f"{config.model.name}:{Path(str(config.hydra.sweep.dir)).as_posix()}"
+    return f"{spec.model.name}:{Path(str(spec.sweep.sweep.dir)).as_posix()}"
 
 
 def summarize(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -148,29 +148,32 @@ class SweepSummaryCallback(Callback):
         self._count_in_store = False
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        if not self.enabled or _is_t4bench_optuna(config):
+        if not self.enabled:
+            return
+        spec = build_spec(config)
+        if _is_t4bench_optuna(spec):
             return
         from t4bench.sweep.recorded_config import config_tags
         from t4bench.tracking import sweep_layout
 
         self._mlflow, self.exp_id = sweep_layout.for_config(config)
-        self.sweep_id = default_sweep_id(config)
-        self.sweep_dir = Path(str(config.hydra.sweep.dir))
+        self.sweep_id = default_sweep_id(spec)
+        self.sweep_dir = Path(str(spec.sweep.sweep.dir))
         # `seeds-<MMDD-hhmmss>` (Hydra's dated folder) fitted to the Run Name column; the folder
         # itself is in the parent's tag file (sweep identity)
         run_name = run_names.seed_sweep(self.sweep_dir.name)
         identity = f"seeds:{self.sweep_dir.resolve()}"  # the same folder again: the same seed sweep
         try:
             self.parent_id = sweep_layout.get_or_create_parent(
-                self._mlflow, self.exp_id, self.sweep_id, "seeds", run_name, config_tags(config), identity=identity
+                self._mlflow, self.exp_id, self.sweep_id, "seeds", run_name, config_tags(spec), identity=identity
             )
         except T4BenchError as err:
             print(f"t4bench: error: {err}", file=sys.stderr)
             sys.exit(2)
-        overrides = [str(o) for o in OmegaConf.to_container(config.hydra.overrides.task, resolve=False) or []]
+        overrides = spec.sweep.overrides("task")
         sweep_layout.set_tags(self._mlflow, self.parent_id, {names.SWEEP_OVERRIDES: " ".join(overrides)})
-        self._log_fixed_params(config, overrides)
-        node = config.hydra.sweeper.get("params")  # +sweeps=<name> files sweep here
+        self._log_fixed_params(spec, overrides)
+        node = spec.sweep.sweeper.get("params")  # +sweeps=<name> files sweep here
         params = OmegaConf.to_container(node, resolve=False) if isinstance(node, DictConfig) else {}
         assert isinstance(params, dict)
         # the jobs' runs are named by their values of the swept keys (t4bench.tracking.run_names.job)
@@ -182,11 +185,10 @@ class SweepSummaryCallback(Callback):
         atexit.register(self._finish, names.FAILED)
         from t4bench.sweep.talk import Pace, count_jobs
 
-        self._uri = str(config.tracking.uri)
+        self._uri = str(spec.tracking.uri)
         # only the basic launcher ends every job here, in order; the others' jobs end in worker
         # processes (packed) or Slurm jobs, each with its own copy of this callback: the store counts
-        launcher = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
-        self._count_in_store = not launcher.endswith("BasicLauncher")
+        self._count_in_store = not spec.sweep.target("launcher").endswith("BasicLauncher")
         self._since_ms = int(time.time() * 1000)  # this attempt's jobs (a resumed sweep's earlier ones ended)
         self._pace = Pace(count_jobs(overrides, {str(k): str(v) for k, v in params.items()}))
         total = f"{self._pace.total} jobs" if self._pace.total else "jobs"
@@ -212,14 +214,14 @@ class SweepSummaryCallback(Callback):
             done = None
         print(self._pace.job_done(done=done), flush=True)
 
-    def _log_fixed_params(self, config: DictConfig, overrides: list[str]) -> None:
+    def _log_fixed_params(self, spec: RunSpec, overrides: list[str]) -> None:
         """The parent's params: the composed config minus the swept keys (and the seed)."""
         from t4bench.sweep.recorded_config import fixed_params
         from t4bench.tracking import sweep_layout
 
         swept = run_names.swept_keys(overrides)
         try:
-            sweep_layout.log_params(self._mlflow, str(self.parent_id), fixed_params(config, swept, []))
+            sweep_layout.log_params(self._mlflow, str(self.parent_id), fixed_params(spec, swept, []))
         except Exception as err:  # a resumed sweep logged them already (params are immutable)
             print(f"[t4bench] sweep parent params kept: {err}", file=sys.stderr)
 

@@ -27,9 +27,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from t4bench import faults
+from t4bench.spec import RunSpec
 from t4bench.tracking import liveness, names, run_names, sweep_layout
 
 log = logging.getLogger(__name__)
@@ -60,16 +59,16 @@ def parent_run_name(study_name: str, study_uid: str) -> str:
 class OptunaSweepRuns:
     def __init__(
         self,
-        config: DictConfig,
+        spec: RunSpec,
         sweep_id: str,
         study_name: str,
         storage_url: str,
         study_uid: str,
         config_tags: Mapping[str, str],
     ) -> None:
-        self.mlflow, self.exp_id = sweep_layout.for_config(config)
-        self.uri = str(config.tracking.uri)  # resolvable now: for_config set Hydra's node
-        self.config, self.sweep_id = config, sweep_id
+        self.mlflow, self.exp_id = sweep_layout.for_config(spec.config)
+        self.uri = str(spec.tracking.uri)  # resolvable now: for_config set Hydra's node
+        self.spec, self.sweep_id = spec, sweep_id
         self.study_name, self.storage_url, self.study_uid = study_name, storage_url, study_uid
         self.parent_id: str | None = None
         #: model / hw / hw_count / scale of the composed config, on the parent and every trial

@@ -24,8 +24,7 @@ from t4bench.tracking import names, run_names, sweep_layout
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from omegaconf import DictConfig
-
+    from t4bench.spec import RunSpec
     from t4bench.sweep.space import SearchSpace
     from t4bench.tracking.optuna_runs import OptunaSweepRuns
 
@@ -36,7 +35,7 @@ class Sweep(Protocol):
     """What the held-out runs read of the sweep (`t4bench.sweep.study.OptunaStudyRunner` is one;
     named here, not imported, so that the study, which starts these runs, is not imported back)."""
 
-    config: DictConfig
+    spec: RunSpec
     launcher: Any
     space: SearchSpace
     study: Any
@@ -56,7 +55,7 @@ class HoldOut:
             sweep_id,
             kind="validation",
             run_name=name,
-            tags={**config_tags(self.s.config), names.VALIDATION_OF: self.s.sweep_id, **tags},
+            tags={**config_tags(self.s.spec), names.VALIDATION_OF: self.s.sweep_id, **tags},
             identity=f"{identity}|{self.runs.identity}",
         )
 
@@ -154,12 +153,12 @@ class HoldOut:
                 ),
             }
             report = validate.build_report(
-                model=str(self.s.config.model.name),
+                model=str(self.s.spec.model.name),
                 study=self.s.study_name,
                 seeds=list(seeds),
                 best={"trial": best.number, "params": best.params, "value": best.value},
                 arms=arms,
-                default_max_epochs=float(self.s.config.max_epochs),
+                default_max_epochs=float(self.s.spec.max_epochs),
             )
             text = validate.publish(report, self.s.sweep_dir, self.mlflow, parent, self.runs.parent_id)
         except BaseException as err:
