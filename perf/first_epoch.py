@@ -29,6 +29,7 @@ from t4bench.benchmark import benchmark_class
 from t4bench.progress import ProgressReporter
 from t4bench.pytorch import shape_warmup
 from t4bench.pytorch.loop import Trainer
+from t4bench.spec import build_spec
 
 
 def timed_epoch(trainer: Trainer, bench, epoch: int, seen: set[tuple[int, ...]]) -> dict[str, float]:
@@ -93,14 +94,16 @@ def main(argv: list[str]) -> None:
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
             # compose() has no Hydra runtime to resolve the default data root from
             data_root = os.environ.get("T4BENCH_DATA_DIR", str(Path.cwd() / "data"))
-            cfg = compose(
-                config_name="config",
-                overrides=[
-                    "progress=off",
-                    f"paths.data_root={data_root}",
-                    f"tracking.uri=sqlite:///{tmp}/unused.db",
-                    *args.overrides,
-                ],
+            cfg = build_spec(
+                compose(
+                    config_name="config",
+                    overrides=[
+                        "progress=off",
+                        f"paths.data_root={data_root}",
+                        f"tracking.uri=sqlite:///{tmp}/unused.db",
+                        *args.overrides,
+                    ],
+                )
             )
         ctx = run_context(cfg, Path(str(cfg.paths.data_root)))
         torch.manual_seed(int(cfg.seed))

@@ -27,7 +27,6 @@ from typing import Any
 
 import torch
 from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig
 
 from t4bench import schedule as schedules
 from t4bench import seeding
@@ -35,6 +34,7 @@ from t4bench.benchmark import benchmark_class
 from t4bench.pytorch import optim
 from t4bench.pytorch.context import RunContext
 from t4bench.schedule import base_lr
+from t4bench.spec import RunSpec, build_spec
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -54,18 +54,20 @@ class Comparison:
         return self.t4bench / self.bare if self.bare > 0 else float("nan")
 
 
-def synthetic_config(overrides: list[str], out: Path) -> DictConfig:
-    """The config `python -m t4bench input=synthetic <overrides>` composes."""
+def synthetic_config(overrides: list[str], out: Path) -> RunSpec:
+    """The run spec of the config `python -m t4bench input=synthetic <overrides>` composes."""
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(
-            config_name="config",
-            overrides=[
-                "input=synthetic",
-                "progress=off",
-                f"tracking.uri=sqlite:///{out}/harness.db",
-                f"paths.data_root={out}",
-                *overrides,
-            ],
+        return build_spec(
+            compose(
+                config_name="config",
+                overrides=[
+                    "input=synthetic",
+                    "progress=off",
+                    f"tracking.uri=sqlite:///{out}/harness.db",
+                    f"paths.data_root={out}",
+                    *overrides,
+                ],
+            )
         )
 
 
@@ -104,7 +106,7 @@ def t4bench_metrics(overrides: list[str], out: Path) -> dict[str, float]:
     return {name: float(value) for name, value in runs[0].data.metrics.items()}
 
 
-def run_context(cfg: DictConfig, data_root: Path) -> RunContext:
+def run_context(cfg: RunSpec, data_root: Path) -> RunContext:
     """The context a single-rank run builds (t4bench.pytorch.rank.run_context): cuda:0 for a GPU
     profile, the profile's precision, the model's memory format."""
     on_gpu = str(cfg.hw.name) != "cpu" and torch.cuda.is_available()
@@ -155,7 +157,7 @@ class BareLoop:
     synthetic batch, loss, optimizer, LR schedule (the warm-up keeps Mask R-CNN's loss finite),
     gradient clipping, precision (autocast, GradScaler), memory format and backend switches."""
 
-    def __init__(self, cfg: DictConfig, ctx: RunContext) -> None:
+    def __init__(self, cfg: RunSpec, ctx: RunContext) -> None:
         plain_backends(ctx.device)
         seeding.seed_torch(int(cfg.seed))  # as the rank does before it builds the benchmark
         self.bench = benchmark_class(cfg)(cfg, ctx)
@@ -216,7 +218,7 @@ def timed(
     return units, time.perf_counter() - started
 
 
-def bare_loop_throughput(cfg: DictConfig, ctx: RunContext) -> float:
+def bare_loop_throughput(cfg: RunSpec, ctx: RunContext) -> float:
     """Samples/s (the benchmark's units/s) of the `BareLoop` on the benchmark's synthetic batch."""
     loop = BareLoop(cfg, ctx)
     units, seconds = timed(lambda: loop.step()[1], int(cfg.input.warmup_steps), int(cfg.input.steps), ctx.device)

@@ -177,16 +177,20 @@ def test_trainer_resume_matches_uninterrupted(tmp_path: Path, half_life: float) 
     from t4bench.progress import ProgressReporter
     from t4bench.pytorch.context import RunContext
     from t4bench.pytorch.trainer import Trainer
+    from t4bench.spec import RunSpec, build_spec
 
     repo = Path(__file__).resolve().parents[1]
     data_root = Path(os.environ.get("T4BENCH_DATA_DIR", repo / "data")).resolve()
     if not (data_root / "movielens-100k" / "ml-100k.inter").is_file():
         pytest.skip("movielens-100k not prepared")
-    with initialize_config_dir(config_dir=str(repo / "conf"), version_base="1.3"):
-        cfg = compose(
-            "config",
-            overrides=[f"paths.data_root={data_root}", "model.batch_size=8192", f"ema.half_life_epochs={half_life}"],
-        )
+
+    def composed(half: float) -> RunSpec:
+        """The run spec, as the runner hands it to the benchmark and its Trainer."""
+        overrides = [f"paths.data_root={data_root}", "model.batch_size=8192", f"ema.half_life_epochs={half}"]
+        with initialize_config_dir(config_dir=str(repo / "conf"), version_base="1.3"):
+            return build_spec(compose("config", overrides=overrides))
+
+    cfg = composed(half_life)
     ctx = RunContext(
         device=torch.device("cpu"), precision="fp32", rank=0, world_size=1, local_rank=0, seed=3, data_root=data_root
     )
@@ -224,7 +228,7 @@ def test_trainer_resume_matches_uninterrupted(tmp_path: Path, half_life: float) 
             assert torch.equal(got, want)
         assert resumed.evaluate() == straight.evaluate()
     # a checkpoint resumed into a run that averages differently: refused in one line
-    cfg.ema.half_life_epochs = 0.5 if half_life == 0 else 0.0
+    cfg = composed(0.5 if half_life == 0 else 0.0)
     other = fresh()
     with pytest.raises(checkpoint.CheckpointError, match=r"weight average .* \(ema.half_life_epochs\)"):
         checkpoint.restore_trainer(checkpoint.read(path), other)

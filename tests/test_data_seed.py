@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from conftest import DATA_ROOT, compose
+from conftest import DATA_ROOT, compose, compose_spec
 
 from t4bench import seeding
 from t4bench.benchmarks.ncf.gpu_data import GpuNegativeSampler
@@ -27,7 +27,7 @@ BASE = RunContext(
 
 
 def _bench(ctx: RunContext) -> NCFBenchmark:
-    return NCFBenchmark(compose([f"paths.data_root={DATA_ROOT}"]), ctx)
+    return NCFBenchmark(compose_spec([f"paths.data_root={DATA_ROOT}"]), ctx)
 
 
 def _host_epoch(bench: NCFBenchmark) -> list[torch.Tensor]:

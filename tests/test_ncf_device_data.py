@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from conftest import DATA_ROOT, compose, only_run, run_context
+from conftest import DATA_ROOT, compose_spec, only_run, run_context
 
 from t4bench.benchmarks.ncf.gpu_data import GpuNegativeSampler, GpuResidentNCF
 from t4bench.tracking.tags import run_tags
 
 
 def test_device_sampler_draws_only_unseen_negatives_and_shards_cover_the_epoch() -> None:
-    cfg = compose(["model=ncf", "perf.gpu_data=true", f"paths.data_root={DATA_ROOT}"])
+    cfg = compose_spec(["model=ncf", "perf.gpu_data=true", f"paths.data_root={DATA_ROOT}"])
     bench = GpuResidentNCF(cfg, run_context(data_root=DATA_ROOT))
     assert isinstance(bench.sampler, GpuNegativeSampler), "perf.gpu_data=true must take the device path on a CPU"
     users, items, labels = bench.sampler.epoch_samples(epoch=1)

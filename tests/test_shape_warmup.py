@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import DATA_ROOT, compose, run_cli, run_context
+from conftest import DATA_ROOT, compose, compose_spec, run_cli, run_context
 
 from t4bench.benchmark import benchmark_class
 from t4bench.benchmarks.shared_seq2seq.parts import PAD
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(
 
 def _trainer(model: str, warmup_shapes: int) -> Trainer:
     overrides = [f"model={model}", "perf=default", f"perf.warmup_shapes={warmup_shapes}", "model.batch_size=16"]
-    cfg = compose([*overrides, f"paths.data_root={DATA_ROOT}"])
+    cfg = compose_spec([*overrides, f"paths.data_root={DATA_ROOT}"])
     torch.manual_seed(0)
     bench = benchmark_class(cfg)(cfg, run_context(data_root=DATA_ROOT))
     return Trainer(bench, cfg, bench.ctx)
@@ -111,7 +111,7 @@ def test_cli_run_warms_up_in_init_and_records_the_option(tmp_path: Path) -> None
 
 def test_a_model_without_varying_shapes_says_so(capfd: pytest.CaptureFixture[str]) -> None:
     """NCF has one batch shape: the option does nothing there, and the console says so."""
-    cfg = compose(["model=ncf", "perf=default", "perf.warmup_shapes=4", f"paths.data_root={DATA_ROOT}"])
+    cfg = compose_spec(["model=ncf", "perf=default", "perf.warmup_shapes=4", f"paths.data_root={DATA_ROOT}"])
     bench = benchmark_class(cfg)(cfg, run_context(data_root=DATA_ROOT))
     trainer = Trainer(bench, cfg, bench.ctx)
     assert shape_warmup.warm_up(trainer, bench, ProgressReporter("plain")) == 0

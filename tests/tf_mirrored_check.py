@@ -21,6 +21,7 @@ def main(root: Path) -> dict[str, object]:
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from t4bench.progress import ProgressReporter
+    from t4bench.spec import build_spec
     from t4bench.tf.context import TFContext
     from t4bench.tf.resnet50 import KerasResNet50
     from t4bench.tf.trainer import KerasTrainer
@@ -38,7 +39,8 @@ def main(root: Path) -> dict[str, object]:
         OmegaConf.load(CONF / "framework" / "tensorflow.yaml").model,
         {"batch_size": 4, "eval_batch_size": 3, "data": {"path": str(root)}, "schedule": {"decay_end_epochs": 2}},
     )
-    cfg = OmegaConf.create({"model": model_cfg, "max_epochs": 2, "seed": 0, "input": {"synthetic": False}})
+    # as the runner hands it to the benchmark: the run spec of the composed config
+    cfg = build_spec(OmegaConf.create({"model": model_cfg, "max_epochs": 2, "seed": 0, "input": {"synthetic": False}}))
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     ctx = TFContext(strategy, "fp32", 0, 1, 0, root, {"bn_momentum": 0.9, "cache_decoded": True})
     bench = KerasResNet50(cfg, ctx)
