@@ -19,14 +19,16 @@ from t4bench.pytorch import perf_profiles
 from t4bench.pytorch.context import RunContext
 from t4bench.pytorch.perf import PerfConfigError, PerfOptions
 from t4bench.pytorch.perf_step import CapturedBatch, _walk, build_step, prefetched
+from t4bench.spec import RunSpec, build_spec
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 CPU = torch.device("cpu")
 
 
-def compose_cfg(*overrides: str):
+def compose_cfg(*overrides: str) -> RunSpec:
+    """The run spec of the composed config, as the rank reads its perf options from."""
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+        return build_spec(compose(config_name="config", overrides=list(overrides)))
 
 
 def ctx(rank: int = 0, world: int = 1, seed: int = 0) -> RunContext:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import DATA_ROOT, compose, compose_spec, run_cli, run_context
+from conftest import DATA_ROOT, compose_spec, run_cli, run_context
 
 from t4bench.benchmark import benchmark_class
 from t4bench.benchmarks.shared_seq2seq.parts import PAD
@@ -81,15 +81,15 @@ def test_warmup_batches_have_epoch_ones_shapes_and_no_training_tokens() -> None:
 @pytest.mark.parametrize("value", ["-1", "true", "2.5"])
 def test_bad_warmup_shapes_is_named(value: str) -> None:
     with pytest.raises(PerfConfigError, match=r"perf\.warmup_shapes must be a whole number >= 0"):
-        PerfOptions.from_config(compose(["model=transformer", "perf=default", f"perf.warmup_shapes={value}"]))
+        PerfOptions.from_config(compose_spec(["model=transformer", "perf=default", f"perf.warmup_shapes={value}"]))
 
 
 @pytest.mark.parametrize("hw", ["h200", "h100"])
 def test_gpu_profiles_warm_the_transformer_only(hw: str) -> None:
     """The profiles where it was measured: the Transformer's real-data options, nothing for GNMT."""
-    transformer = PerfOptions.from_config(compose(["model=transformer", f"hw={hw}"]))
+    transformer = PerfOptions.from_config(compose_spec(["model=transformer", f"hw={hw}"]))
     assert (transformer.warmup_shapes, transformer.cudnn_sdp, transformer.compile) == (64, False, False)
-    assert PerfOptions.from_config(compose(["model=gnmt", f"hw={hw}"])).warmup_shapes == 0
+    assert PerfOptions.from_config(compose_spec(["model=gnmt", f"hw={hw}"])).warmup_shapes == 0
 
 
 def test_cli_run_warms_up_in_init_and_records_the_option(tmp_path: Path) -> None:

@@ -14,16 +14,17 @@ default) from ~0, `exponential` from 1% of it, growing by a constant factor per 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 
-def base_lr(cfg: Any, global_batch: int, ref_batch: int) -> float:
-    """The configured LR, linearly scaled with the global batch when `lr_scaling=linear`
-    (ResNet's 0.128 x batch/256 rule: ref_batch=256); both frameworks' trainers start from it."""
-    lr = float(cfg.lr)
-    scaling = str(cfg.get("lr_scaling", "none"))
+def base_lr(optimizer: Mapping[str, Any], global_batch: int, ref_batch: int) -> float:
+    """The configured LR (of the `model.optimizer` map), linearly scaled with the global batch when
+    `lr_scaling=linear` (ResNet's 0.128 x batch/256 rule: ref_batch=256); both frameworks' trainers
+    start from it."""
+    lr = float(optimizer["lr"])
+    scaling = str(optimizer.get("lr_scaling", "none"))
     if scaling == "linear":
         return lr * global_batch / ref_batch
     if scaling != "none":
@@ -97,16 +98,16 @@ class Schedule:
         return 1.0
 
 
-def from_config(cfg: object, train_size: int) -> Schedule:
-    """Build from the `model.schedule` config node."""
+def from_config(schedule: Mapping[str, Any], train_size: int) -> Schedule:
+    """Build from the `model.schedule` map."""
     return Schedule(
-        unit=str(cfg.unit),  # type: ignore[attr-defined]
-        kind=str(cfg.kind),  # type: ignore[attr-defined]
-        warmup_epochs=float(cfg.warmup_epochs),  # type: ignore[attr-defined]
-        decay_epochs=[float(p) for p in cfg.decay_epochs],  # type: ignore[attr-defined]
-        decay_factor=float(cfg.decay_factor),  # type: ignore[attr-defined]
-        ref_batch_size=int(cfg.ref_batch_size),  # type: ignore[attr-defined]
+        unit=str(schedule["unit"]),
+        kind=str(schedule["kind"]),
+        warmup_epochs=float(schedule["warmup_epochs"]),
+        decay_epochs=[float(p) for p in schedule["decay_epochs"]],
+        decay_factor=float(schedule["decay_factor"]),
+        ref_batch_size=int(schedule["ref_batch_size"]),
         train_size=int(train_size),
         # optional so model configs written before it (linear warm-up) need not name it
-        warmup_shape=str(cfg.get("warmup_shape", "linear")),  # type: ignore[attr-defined]
+        warmup_shape=str(schedule.get("warmup_shape", "linear")),
     )

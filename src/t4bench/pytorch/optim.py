@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
 
 
-def build(params: Iterable[Any], cfg: Any, lr: float) -> torch.optim.Optimizer:
-    name = str(cfg.name).lower()
+def build(params: Iterable[Any], optimizer: Mapping[str, Any], lr: float) -> torch.optim.Optimizer:
+    """The optimizer of the `model.optimizer` map (name, weight_decay, betas, eps / momentum, nesterov)."""
+    cfg = optimizer
+    name = str(cfg["name"]).lower()
     weight_decay = float(cfg.get("weight_decay", 0.0))
     if name in ("adam", "adamw"):
         cls = torch.optim.AdamW if name == "adamw" else torch.optim.Adam

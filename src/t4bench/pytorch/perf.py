@@ -23,6 +23,7 @@ import torch
 
 from t4bench.pytorch import perf_profiles
 from t4bench.pytorch.context import RunContext
+from t4bench.spec import RunSpec
 from t4bench.tracking import names
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
@@ -81,7 +82,7 @@ class PerfOptions:
     profile_note: str = field(default="", compare=False)
 
     @classmethod
-    def from_config(cls, cfg: Any, device: torch.device | None = None, hw_name: str | None = None) -> PerfOptions:
+    def from_config(cls, cfg: RunSpec, device: torch.device | None = None, hw_name: str | None = None) -> PerfOptions:
         """`cfg.perf`: its non-null options, else `cfg.perf.models[<model name>]`'s, else the
         defaults (so `perf.cuda_graphs=false` on the command line beats a profile's model entry).
         Under `hw=auto` the profile of the hardware found here (`hw_name`: as if it were that one);

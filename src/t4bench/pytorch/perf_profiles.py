@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from t4bench import hardware
 from t4bench.errors import T4BenchError
+from t4bench.spec import RunSpec
 
 #: keys of a profile node that are not options: its name, the per-model entries and (auto.yaml
 #: only) every hardware profile composed for the run-time pick
@@ -65,10 +66,10 @@ def detected_hw_profile() -> str:
     return hardware.profile_for(hardware.detect())
 
 
-def chosen(cfg: Any, hw_name: str | None = None) -> Chosen:
+def chosen(cfg: RunSpec, hw_name: str | None = None) -> Chosen:
     """The profile in effect for `cfg.model`: `cfg.perf`, or for perf/auto.yaml its `by_hw` entry
     of `hw_name` (None: the hardware found here) with auto's own non-null values over it."""
-    node = cfg.get("perf") if hasattr(cfg, "get") else None
+    node = cfg.get("perf")
     if node is None:
         return Chosen()
     plain = _plain(node)

@@ -6,6 +6,7 @@ reference decays with power 2 over the whole training length)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -46,17 +47,17 @@ class PolynomialSchedule:
         return (1.0 - self.end_factor) * (1.0 - done) ** self.power + self.end_factor
 
 
-def from_config(cfg: Any, train_size: int, max_epochs: int) -> LRFactor:
-    """`model.schedule` -> a schedule; `decay_end_epochs` defaults to the run's max_epochs."""
-    if str(cfg.kind) != "polynomial":
-        return schedules.from_config(cfg, train_size)
-    end = cfg.get("decay_end_epochs")
+def from_config(schedule: Mapping[str, Any], train_size: int, max_epochs: int) -> LRFactor:
+    """The `model.schedule` map -> a schedule; `decay_end_epochs` defaults to the run's max_epochs."""
+    if str(schedule["kind"]) != "polynomial":
+        return schedules.from_config(schedule, train_size)
+    end = schedule.get("decay_end_epochs")
     return PolynomialSchedule(
-        unit=str(cfg.unit),
-        warmup_epochs=float(cfg.warmup_epochs),
+        unit=str(schedule["unit"]),
+        warmup_epochs=float(schedule["warmup_epochs"]),
         decay_end_epochs=float(end if end is not None else max_epochs),
-        power=float(cfg.get("power", 2.0)),
-        end_factor=float(cfg.get("end_factor", 0.0)),
-        ref_batch_size=int(cfg.ref_batch_size),
+        power=float(schedule.get("power", 2.0)),
+        end_factor=float(schedule.get("end_factor", 0.0)),
+        ref_batch_size=int(schedule["ref_batch_size"]),
         train_size=int(train_size),
     )

@@ -22,7 +22,10 @@ import hashlib
 import os
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from t4bench.tracking.run_config import RunConfig
 
 #: the characters of a name the column shows, by how deeply the run is nested (0: top level). The
 #: column is 190 px wide; the name gets 122 px at the top level and 24 px less per level (the
@@ -91,7 +94,7 @@ def swept(overrides: Sequence[str], keys: Sequence[str], groups: Sequence[str], 
     return fit(" ".join(parts), depth)
 
 
-def job(cfg: Any, hw: str, count: object) -> str:
+def job(cfg: RunConfig, hw: str, count: object) -> str:
     """The default name of a training run on `hw` x `count` (the resolved profile): `training(...)`
     at the top level; under a parent (a sweep's job, tracking.parent_run_id) what the job's swept
     values say, else `seed=<seed>`."""
