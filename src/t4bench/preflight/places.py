@@ -1,62 +1,22 @@
 """Probe the places a run writes to besides the MLflow store (`t4bench.tracking.store_probe`,
-whose SQLite and SQL-server checks these share): the sweeper's Optuna storage, and the working
-directory, where Hydra writes before any t4bench code runs. Each raises one `T4BenchError` line
-and writes nothing.
+whose SQLite and SQL-server checks these share): the sweeper's Optuna storage (the probe lives in
+t4bench.sweep.storage_probe, beside the storage it opens), and the working directory, where Hydra
+writes before any t4bench code runs. Each raises one `T4BenchError` line and writes nothing.
 """
 
 from __future__ import annotations
 
-import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 
 from t4bench.errors import T4BenchError
-from t4bench.tracking.store_probe import (
-    TIMEOUT_S,
-    hide_password,
-    probe_sql_server,
-    probe_sqlite,
-    sqlite_path,
-    writable_dir_problem,
-)
+from t4bench.sweep.storage_probe import optuna_storage
+from t4bench.tracking.store_probe import writable_dir_problem
 
-#: tables of an Optuna RDB storage
-OPTUNA_TABLES = frozenset({"studies", "trials", "version_info"})
+__all__ = ["optuna_storage", "working_dir"]
+
 #: Hydra options that move its output directory away from the working directory
 _OUTPUT_OPTIONS = ("hydra.run.dir", "hydra.sweep.dir")
-
-
-# --------------------------------------------------------------------------------------------
-# Optuna storage
-
-
-def optuna_storage(storage: str, timeout_s: float = TIMEOUT_S) -> None:
-    """The storage string of the sweeper (`journal:<path>`, `<path>.journal`, or an SQLAlchemy URL):
-    a known scheme, a reachable server, an SQLite file that is an Optuna one (or new)."""
-    key = "hydra.sweeper.storage"
-    if storage.startswith("journal:") or storage.endswith(".journal"):
-        path = Path(storage.removeprefix("journal:")).expanduser()
-        problem = writable_dir_problem(path.resolve().parent)
-        if problem:
-            raise T4BenchError(f"{key}={storage}: {problem}")
-        if path.exists() and not path.is_file():
-            raise T4BenchError(f"{key}={storage}: {path} is not a file")
-        return
-    scheme = urllib.parse.urlsplit(storage).scheme.lower()
-    base = scheme.split("+", 1)[0]
-    if base == "sqlite":
-        db = sqlite_path(storage)
-        if db is None:
-            raise T4BenchError(f"{key}={storage}: give a file, sqlite:///<path> (an in-memory SQLite is lost at exit)")
-        probe_sqlite(storage, db, key, OPTUNA_TABLES, "an Optuna storage")
-        return
-    if base in ("postgresql", "mysql"):
-        probe_sql_server(storage, key, timeout_s)
-        return
-    raise T4BenchError(
-        f"{key}={hide_password(storage)}: unknown storage; use journal:<file>, <file>.journal, "
-        "sqlite:///<file>, postgresql://user@host/db or mysql://user@host/db"
-    )
 
 
 # --------------------------------------------------------------------------------------------

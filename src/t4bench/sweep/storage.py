@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from t4bench.preflight import places
+from t4bench.sweep.storage_probe import optuna_storage
 
 _cache: dict[str, Any] = {}
 _cache_lock = threading.Lock()
@@ -47,7 +47,7 @@ def open_storage(storage: str) -> Any:
     with _cache_lock:
         if key not in _cache:
             # a dead server, an unwritable folder or a file that is not Optuna's: one line, in seconds
-            places.optuna_storage(key)
+            optuna_storage(key)
             if is_journal(key):
                 from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
 
