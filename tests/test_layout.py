@@ -324,9 +324,9 @@ def test_mlflow_names_are_spelled_only_in_tracking_names(tmp_path: Path) -> None
 
 #: function signatures under src/ that may take a raw omegaconf DictConfig: the edge where the
 #: composed config is read. 15 (issue 51): Hydra's own APIs (the @hydra.main task function and the
-#: app, the sweeper's setup, the packing and sweep-summary callbacks' on_* methods), the spec's
+#: app, app_job.run starting a single run's job, the sweeper's setup, the packing and sweep-summary callbacks' on_* methods), the spec's
 #: builders (build_spec, section.build), and the command-line preflight (its composition's checks:
-#: command_line, config.validate, overrides.check_added_keys); below it functions take the run
+#: command_line's, config.validate, overrides.check_added_keys); below it functions take the run
 #: spec (t4bench.spec) or plain values. Never raised
 MAX_DICTCONFIG_SIGNATURES = 15
 
@@ -363,9 +363,9 @@ def test_only_the_edge_takes_a_raw_config(tmp_path: Path) -> None:
     assert dictconfig_signatures(tmp_path) == ["probe.py:1 a", "probe.py:2 b", "probe.py:4 m"]
 
 
-#: pairs of packages under src/t4bench/ that still import each other (issue 51: none, in the end);
-#: removed as they are untangled, never added to
-TWO_WAY_PACKAGES = {("t4bench.benchmarks", "t4bench.spec"), ("t4bench.preflight", "t4bench.sweep")}
+#: pairs of packages under src/t4bench/ that still import each other: none (kept to name any pair
+#: a change brings back, which the test refuses)
+TWO_WAY_PACKAGES: set[tuple[str, str]] = set()
 
 
 def two_way_packages(

@@ -122,8 +122,7 @@ def _is_hydra(line: str) -> bool:
     return key == "hydra" or key.startswith(("hydra.", "hydra/"))
 
 
-def _check_values(cfg: DictConfig) -> RunSpec:
-    spec = validation.validate(cfg)
+def _check_scale(spec: RunSpec) -> RunSpec:
     hardware.check_scale(spec)
     return spec
 
@@ -218,7 +217,7 @@ def check(argv: Sequence[str]) -> Checked | None:
         overrides.check_sweeps_not_empty(lines)  # before any parent run or sweep folder exists
     if not multirun:
         composed = _compose_run(lines, argv)
-        spec = _check_values(composed.config)
+        spec = _check_scale(validation.validate(composed.config))
         if study_matrix.is_dry_run(spec):
             return None  # the app lists the experiment's runs: nothing is read or created
         study_matrix.check(spec)  # a run outside its matrix, before the data it would need is looked for
@@ -231,7 +230,7 @@ def check(argv: Sequence[str]) -> Checked | None:
     plain_params, searched = _searched(cfg, [o for o in parsed if o.is_sweep_override()])
     for high in (False, True):
         sampled = [_sample(override, high) for override in searched]
-        job = _check_values(_compose([*fixed, *plain_params, *sampled], argv))
+        job = _check_scale(validation.validate(_compose([*fixed, *plain_params, *sampled], argv)))
     _check_places(job)
     slurm.check(job)  # sbatch fails only after the parent run and the sweep folder exist
     return None
