@@ -302,3 +302,54 @@ def test_a_sweep_with_a_printing_flag_is_one_line(flag: str, tmp_path: Path) -> 
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot go with a sweep" in lines[0], proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+# a single run in one process, counting Hydra's compositions: the command-line check composes the
+# config as @hydra.main would, and the job starts from that one (t4bench.app_job)
+COUNT_COMPOSITIONS = """
+import runpy, sys
+from hydra._internal.hydra import Hydra
+count = [0]
+compose = Hydra.compose_config
+def counted(self, *args, **kwargs):
+    count[0] += 1
+    return compose(self, *args, **kwargs)
+Hydra.compose_config = counted
+sys.argv = ["t4bench", *sys.argv[1:]]
+try:
+    runpy.run_module("t4bench", run_name="__main__")
+finally:
+    print("compositions", count[0])
+"""
+
+
+@pytest.mark.slow
+def test_a_single_runs_job_config_is_composed_once_and_hydra_records_it_as_its_own(tmp_path: Path) -> None:
+    import os
+    import sys
+
+    from conftest import DATA_ROOT
+    from omegaconf import OmegaConf
+
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "T4BENCH_DATA_DIR": str(DATA_ROOT), "OMP_NUM_THREADS": "1"}
+    task = ["max_epochs=1", "progress=off", "hw.telemetry.enabled=false", 'tracking.run_name="a b"']
+    done = subprocess.run(
+        [sys.executable, "-c", COUNT_COMPOSITIONS, *task, "hydra.run.dir=run"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    # two compositions: the job's config (the check's and the job's), and the schema of its group
+    # choices alone, which overrides.check_added_keys reads for `key=value` overrides (whether one
+    # replaces a group of settings: Hydra lets a value replace a map); @hydra.main's path made four
+    assert done.stdout.strip().splitlines()[-1] == "compositions 2"
+    # Hydra's record of the job: what @hydra.main writes for the same command line
+    hydra_node = OmegaConf.load(tmp_path / "run" / ".hydra" / "hydra.yaml").hydra
+    assert (hydra_node.mode, hydra_node.job.name, hydra_node.runtime.version_base) == ("RUN", "t4bench", "1.3")
+    assert list(hydra_node.overrides.hydra) == ["hydra.run.dir=run", "hydra.mode=RUN"]
+    assert list(hydra_node.overrides.task) == task
+    assert OmegaConf.load(tmp_path / "run" / ".hydra" / "config.yaml").tracking.run_name == "a b"
+    assert (tmp_path / "run" / "t4bench.log").exists() and (tmp_path / "run" / "mlperf.log").exists()

@@ -324,7 +324,8 @@ def test_mlflow_names_are_spelled_only_in_tracking_names(tmp_path: Path) -> None
 
 #: function signatures under src/ that may take a raw omegaconf DictConfig: the edge where the
 #: composed config is read. 15 (issue 51): Hydra's own APIs (the @hydra.main task function and the
-#: app, app_job.run starting a single run's job, the sweeper's setup, the packing and sweep-summary callbacks' on_* methods), the spec's
+#: app, app_job.run starting a single run's job, the sweeper's setup, the packing and sweep-summary
+#: callbacks' on_* methods), the spec's
 #: builders (build_spec, section.build), and the command-line preflight (its composition's checks:
 #: command_line's, config.validate, overrides.check_added_keys); below it functions take the run
 #: spec (t4bench.spec) or plain values. Never raised
