@@ -8,5 +8,5 @@ run exist. Only Hydra/OmegaConf and the standard library load here.
     command_line  all of the above on the whole command line, before Hydra starts (__main__)
     study_matrix  a run matrix (`+experiment=study_r740`): a run outside it refused, or the runs printed
 
-The data a benchmark reads is checked by `Benchmark.check_inputs` (t4bench.data.checks); a
+The data a benchmark reads is checked by `Benchmark.check_inputs` (t4bench.benchmarks.data_checks); a
 framework's own backends by its `preflight` in `t4bench.frameworks`."""

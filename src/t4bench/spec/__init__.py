@@ -8,8 +8,9 @@
 
 Where the spec is built: the command-line preflight (t4bench.preflight.command_line) composes the
 command line and builds its spec before Hydra starts, so a refusal leaves nothing behind; it returns
-what it checked (`Checked`). `t4bench.__main__` hands that value to the Hydra task function it makes
-(`task_for(checked)`): the task function builds the spec of the config Hydra composed for the job,
+what it checked (`Checked`, with that composition). `t4bench.__main__` starts the single run's Hydra
+job from it (t4bench.app_job) and hands the value to the task function: the task function builds the
+spec of the job's config (a sweep's jobs: of the config Hydra's launcher composed),
 and the runner skips the checks of places (hardware, tracking store, data) the preflight already
 made for the same task overrides. Nothing travels through module state. From the runner down,
 functions take the spec or its sections; the composed config stays as Hydra made it (read-only).
