@@ -17,6 +17,7 @@ from conftest import can_unshare_mounts
 
 from t4bench.errors import T4BenchError
 from t4bench.preflight import command_line, overrides
+from t4bench.tracking.client import mlflow_client
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_ROOT = Path(os.environ.get("T4BENCH_DATA_DIR", REPO / "data")).resolve()
@@ -25,10 +26,8 @@ DATA_ROOT = Path(os.environ.get("T4BENCH_DATA_DIR", REPO / "data")).resolve()
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real MLflow SQLite store with one FINISHED run (made once for the module)."""
-    from mlflow.tracking import MlflowClient
-
     db = tmp_path_factory.mktemp("store") / "mlflow.db"
-    client = MlflowClient(f"sqlite:///{db}")
+    client = mlflow_client(f"sqlite:///{db}", new_store=True)
     run = client.create_run(client.create_experiment("t4bench-ncf"))
     client.log_metric(run.info.run_id, "hr_at_10", 0.61)
     client.set_terminated(run.info.run_id, "FINISHED")

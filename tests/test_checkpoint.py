@@ -14,6 +14,7 @@ from torch import nn
 
 from t4bench.pytorch import checkpoint
 from t4bench.pytorch.checkpoint import CheckpointError
+from t4bench.tracking.client import mlflow_client
 
 
 def _setup(seed: int = 0) -> tuple[nn.Module, torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
@@ -149,10 +150,8 @@ def test_folder_latest_prune_and_resolve(tmp_path: Path) -> None:
 
 
 def test_resolve_by_run_id(tmp_path: Path) -> None:
-    from mlflow.tracking import MlflowClient
-
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client = MlflowClient(uri)
+    client = mlflow_client(uri, new_store=True)
     experiment = client.create_experiment("ckpt", artifact_location=(tmp_path / "art").as_uri())
     with_ckpt = client.create_run(experiment).info.run_id
     without = client.create_run(experiment).info.run_id
@@ -253,13 +252,11 @@ def _run_cfg(tmp_path: Path, **overrides: object):  # type: ignore[no-untyped-de
 
 
 def test_resume_refuses_another_setup_and_reopens_the_run(tmp_path: Path) -> None:
-    from mlflow.tracking import MlflowClient
-
     from t4bench.pytorch import resume
 
     cfg = _run_cfg(tmp_path)
     assert resume.find(cfg) is None
-    client = MlflowClient(str(cfg.tracking.uri))
+    client = mlflow_client(str(cfg.tracking.uri), new_store=True)
     experiment = client.create_experiment("resume", artifact_location=(tmp_path / "art").as_uri())
     run_id = client.create_run(experiment).info.run_id
     model, _, _ = _setup()

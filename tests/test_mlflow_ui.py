@@ -22,6 +22,7 @@ from conftest import run_cli
 from mlflow.tracking import MlflowClient
 
 from t4bench.tracking import experiments, system_metrics
+from t4bench.tracking.client import mlflow_client
 from t4bench.tracking.run import RunTracker
 from t4bench.tracking.tags import run_tags
 
@@ -216,7 +217,7 @@ def test_run_names_show_whole_in_the_run_name_column(server: str) -> None:
 
 def test_an_existing_experiment_gets_the_kind_and_description_it_lacks(tmp_path: Path) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client = MlflowClient(uri)
+    client = mlflow_client(uri, new_store=True)
     bare = client.create_experiment("t4bench-gnmt")
     chosen = client.create_experiment("t4bench-ssd", tags={experiments.KIND_TAG: "genai_development"})
     guessed = client.create_experiment("t4bench-resnet50", tags={experiments.KIND_TAG: "genai_development_inferred"})
@@ -229,7 +230,7 @@ def test_an_existing_experiment_gets_the_kind_and_description_it_lacks(tmp_path:
 
 def test_system_metrics_switches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client = MlflowClient(uri)
+    client = mlflow_client(uri, new_store=True)
     run = client.create_run(client.create_experiment("switches"))
     off = system_metrics.start(uri, run.info.run_id, None)
     assert off.tags()[system_metrics.TAG].startswith("off: disabled")
@@ -250,7 +251,7 @@ def test_system_metrics_switches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 def test_system_metrics_that_cannot_start_say_so_in_one_console_line(tmp_path: Path) -> None:
     """psutil made unimportable (what a default install lacked): the run goes on, one line says why."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client = MlflowClient(uri)
+    client = mlflow_client(uri, new_store=True)
     run_id = client.create_run(client.create_experiment("nopsutil")).info.run_id
     code = (
         "import sys; sys.modules['psutil'] = None\n"
@@ -312,7 +313,7 @@ def test_tags_past_the_run_budget_go_to_one_file(tmp_path: Path) -> None:
     from t4bench.tracking import tags as tracking
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client = MlflowClient(uri)
+    client = mlflow_client(uri, new_store=True)
     exp = RunTracker(uri).ensure_experiment("t4bench-ncf")
     version = f"{names.VERSION_PREFIX}torch"
     run_id = tracking.create_run(client, exp, "r", {names.MODEL: "ncf", version: "2.14", "mine": "x"})

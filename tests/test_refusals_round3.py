@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import DATA_ROOT, can_unshare_mounts, run_cli
 
+from t4bench.tracking.client import mlflow_client
+
 ERROR = "t4bench: error: "
 SWEEP = ("sweep", "model=ncf", "seed=range(0,2)", "max_epochs=1")
 SLURM = "hydra/launcher=submitit_slurm"
@@ -32,10 +34,8 @@ def snapshot(folder: Path) -> dict[str, str]:
 
 def mlflow_store(path: Path, runs: int = 0) -> str:
     """A real MLflow SQLite store at `path` with `runs` finished runs; its URI."""
-    from mlflow.tracking import MlflowClient
-
     uri = f"sqlite:///{path}"
-    client = MlflowClient(uri)
+    client = mlflow_client(uri, new_store=True)
     experiment = client.create_experiment("t4bench-ncf", artifact_location=(path.parent / "artifacts").as_uri())
     for _ in range(runs):
         client.set_terminated(client.create_run(experiment).info.run_id)

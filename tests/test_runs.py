@@ -19,6 +19,7 @@ from mlflow.tracking import MlflowClient
 
 from t4bench.tracking import liveness as runs
 from t4bench.tracking import names
+from t4bench.tracking.client import mlflow_client
 from t4bench.tracking.tags import run_tags
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,7 +46,7 @@ CHILD = textwrap.dedent("""
 @pytest.fixture
 def store(tmp_path: Path) -> tuple[str, MlflowClient]:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client = MlflowClient(uri)
+    client = mlflow_client(uri, new_store=True)
     client.create_experiment("victims", artifact_location=(tmp_path / "artifacts").as_uri())
     return uri, client
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from t4bench.tracking.client import mlflow_client
+
 REPO = Path(__file__).resolve().parents[1]
 DATA_ROOT = Path(os.environ.get("T4BENCH_DATA_DIR", REPO / "data")).resolve()
 DEAD_SERVER = "http://127.0.0.1:9"  # the discard port: nothing listens there
@@ -35,10 +37,8 @@ def _truncated(path: Path, whole: bytes) -> None:
 @pytest.fixture(scope="module")
 def real_store(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     """The bytes of a real MLflow SQLite store holding one run."""
-    from mlflow.tracking import MlflowClient
-
     db = tmp_path_factory.mktemp("real") / "mlflow.db"
-    client = MlflowClient(f"sqlite:///{db}")
+    client = mlflow_client(f"sqlite:///{db}", new_store=True)
     client.create_run(client.create_experiment("t4bench-ncf"))
     return db.read_bytes()
 

@@ -17,6 +17,7 @@ import pytest
 
 from t4bench.sweep import space, stats
 from t4bench.sweep.objective import RobustObjective
+from t4bench.tracking.client import mlflow_client
 from tests.conftest import REPO, run_cli
 
 
@@ -351,12 +352,10 @@ def test_validation_report_tables_and_goal_lines(tmp_path: Path) -> None:
 def test_seed_sweep_reusing_another_sweeps_id_fails_in_one_line(tmp_path: Path) -> None:
     """A seed sweep under the sweep id of another sweep's FINISHED parent: one line, exit 2, the
     old parent left FINISHED, no run created (it stops before any job)."""
-    from mlflow.tracking import MlflowClient
-
     from t4bench.tracking import sweep_layout
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client = MlflowClient(uri)
+    client = mlflow_client(uri, new_store=True)
     exp = client.create_experiment("t4bench-ncf")
     old = sweep_layout.get_or_create_parent(client, exp, "shared", "seeds", "sweep-old", identity="seeds:/elsewhere")
     client.set_terminated(old, status="FINISHED")
@@ -380,11 +379,9 @@ def test_jobs_that_end_at_once_each_count_their_own_place(tmp_path: Path) -> Non
     before either counted are 1/N and 2/N by end time, not 2/N twice."""
     import time
 
-    from mlflow.tracking import MlflowClient
-
     from t4bench.tracking import names, sweep_layout
 
-    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = mlflow_client(f"sqlite:///{tmp_path / 'mlflow.db'}", new_store=True)
     exp = client.create_experiment("t4bench-ncf")
     since = int(time.time() * 1000)
     parent = sweep_layout.get_or_create_parent(client, exp, "s", "seeds", "sweep-s", identity="seeds:/here")
