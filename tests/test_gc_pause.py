@@ -33,13 +33,40 @@ def test_run_start_turns_the_paused_collector_back_on(tmp_path: Path, collector_
     assert gc.isenabled() and gc.get_freeze_count() > 0
 
 
-def test_the_command_pauses_the_collector_before_anything_heavy_loads() -> None:
-    # `python -m t4bench --cfg job`: the app's own start-up, no run (nothing reaches run_start)
-    probe = (
-        "import gc, runpy, sys; sys.argv = ['t4bench', '--cfg', 'job']\n"
-        "try:\n    runpy.run_module('t4bench', run_name='__main__')\n"
-        "except SystemExit:\n    pass\n"
-        "print('enabled', gc.isenabled())"
+# the command in this process up to the point named, then what the collector is doing there
+PROBE = """
+import gc, runpy, sys
+import t4bench.app_job as app_job
+def stop_here(composed, task_function):
+    print("at the job", gc.isenabled())
+    raise SystemExit(0)
+app_job.run = stop_here
+sys.argv = ["t4bench", *sys.argv[1:]]
+try:
+    runpy.run_module("t4bench", run_name="__main__")
+except SystemExit:
+    pass
+print("after", gc.isenabled())
+"""
+
+
+def _probe(tmp_path: Path, *args: str) -> list[str]:
+    import os
+
+    from conftest import DATA_ROOT, REPO
+
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "T4BENCH_DATA_DIR": str(DATA_ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
-    assert out.stdout.strip().splitlines()[-1] == "enabled False"
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip().splitlines()
+
+
+def test_a_single_run_reaches_its_job_with_the_collector_paused(tmp_path: Path) -> None:
+    assert _probe(tmp_path, "max_epochs=1")[-2:] == ["at the job False", "after False"]
+
+
+def test_a_command_that_is_not_one_run_collects_as_usual(tmp_path: Path) -> None:
+    # `--cfg job` prints the config; a sweep's parent process likewise turns collection back on
+    assert _probe(tmp_path, "--cfg", "job")[-1] == "after True"

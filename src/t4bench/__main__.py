@@ -142,6 +142,8 @@ def main() -> None:
     except T4BenchError as err:  # a launcher variable that is not a number, an unwritable cwd, bad input
         print(f"t4bench: error: {err}", file=sys.stderr)
         sys.exit(2)
+    if checked is None:  # a sweep's process may live for hours without a run_start of its own
+        gc_pause.resume()
     # Hydra's errors reach us as exceptions (not its multi-line report and exit 1), so that every
     # mistake on the command line is one line and exit 2; an unexpected error keeps its traceback
     os.environ["HYDRA_FULL_ERROR"] = "1"
