@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import OmegaConf
 
-from t4bench import emulation, frameworks, packing, seeding
+from t4bench import emulation, frameworks, gc_pause, packing, seeding
 from t4bench.benchmark import benchmark_class
 from t4bench.errors import RunTerminated, T4BenchError
 from t4bench.preflight import config, hardware
@@ -119,6 +119,7 @@ def _spawn_ranks(
     run_id = tracker.start(spec, env, tags)
     status = names.FAILED
     try:
+        gc_pause.resume()  # this process waits on its ranks, which run_start on their own
         with sigterm_raises():
             summary = spawn(spec, env, _spawned_rank, (resolved, env, str(output_dir), run_id))
         status = names.FINISHED
