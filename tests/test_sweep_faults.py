@@ -32,11 +32,13 @@ def test_sigterm_then_rerun_resumes_without_redoing_trials(tracking_uri: str, tm
         cmd, cwd=tmp_path, env=_env(tracking_uri), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     deadline = time.time() + 400
-    while time.time() < deadline:
-        if any(t.state == TrialState.COMPLETE for t in _trials_so_far(sweep_dir)):
+    while time.time() < deadline:  # into trial 1, trial 0 complete (each trains one NCF epoch: seconds)
+        trials = _trials_so_far(sweep_dir)
+        if any(t.state == TrialState.COMPLETE for t in trials) and any(
+            t.number >= 1 and t.state == TrialState.RUNNING for t in trials
+        ):
             break
-        time.sleep(1)
-    time.sleep(4)  # into trial 1
+        time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=120) != 0
     before = _study(sweep_dir).trials

@@ -169,7 +169,11 @@ def main() -> None:
         print(f"t4bench: stopped by {stop}; {closed}", file=sys.stderr)
         sys.exit(128 + int(signal.SIGTERM))
     finally:
-        gc_pause.at_exit()  # atexit, thread joins and flushes still run; the last collections skip the run's objects
+        # atexit, thread joins and flushes still run; the last collections skip the run's objects.
+        # Not in a rank of an outer launcher (torchrun, srun): its process group's objects are left
+        # to the collector, as the distributed library expects at exit
+        if run_env.read_launcher(os.environ).world_size == 1:
+            gc_pause.at_exit()
 
 
 if __name__ == "__main__":
