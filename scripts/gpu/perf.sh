@@ -11,6 +11,9 @@
 #             host-bound models, whose fresh processes spread 12-20 %; AB_MODELS, AB_ARGS)
 #   profile   perf/profile_step.py (torch.profiler per model and path; $OUT/profile.md, rewritten
 #             after each path, so a cut-off part keeps what it profiled)
+#   profile_default  perf/profile_default.py: hw=auto's perf profile against perf=default per model
+#             (the README's per-GPU table; $RESULTS/profile_default.csv, written after each model;
+#             PD_MODELS, PD_ARGS, PD_LIMIT)
 # Each part has its own time limit, so one hung part cannot take the others' figures with it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -102,4 +105,11 @@ if part profile; then
   # shellcheck disable=SC2086  # PROFILE_ARGS is a word list on purpose
   timeout "${PROFILE_LIMIT:-200}" $PY perf/profile_step.py --hw "$HW" --steps "${PROFILE_STEPS:-5}" \
     --warmup "${PROFILE_WARMUP:-5}" --out "$dest/profile.md" ${PROFILE_ARGS:-}
+fi
+
+if part profile_default; then
+  echo "== profile_default"
+  # shellcheck disable=SC2086  # PD_MODELS and PD_ARGS are word lists on purpose
+  timeout "${PD_LIMIT:-420}" $PY perf/profile_default.py --models ${PD_MODELS:-ncf resnet50 ssd gnmt transformer maskrcnn} \
+    --csv "${RESULTS:-$dest}/profile_default.csv" ${PD_ARGS:-}
 fi
