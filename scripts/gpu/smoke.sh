@@ -101,7 +101,7 @@ with open(out, "w", newline="") as handle:
     writer = csv.DictWriter(handle, columns)
     writer.writeheader()
     writer.writerows(rows)
-width = max(len(r["case"]) for r in rows)
+width = max((len(r["case"]) for r in rows), default=4)  # the early CSV, before any case ends, has none
 for r in rows:
     print(f"{r['case']:{width}s} exit {r['exit']:>3s} {r['outcome']:16s} epochs {r['epochs']:>6s} "
           f"ttt {r['time_to_train_s']:>8s} s  {r['throughput']:>12s} {r['throughput_unit']:10s} "
