@@ -44,20 +44,6 @@ def test_estimates_average_to_the_parts_the_data_were_built_from() -> None:
     assert shares[sv.WEIGHTS] > shares[sv.DATA] > shares[sv.INTERACTION] > shares[sv.REPEAT]
 
 
-@pytest.mark.parametrize("repeats", [1, 2])
-def test_the_formula_fit_gives_the_cached_designs_mean_squares(repeats: int) -> None:
-    # a statsmodels that keeps no patsy design_info on its models' data (a GPU host's did) fits
-    # through the formula API each time: the same anova_lm table as the cached design's fit
-    from statsmodels.stats.anova import anova_lm
-
-    cube = synthetic_cube(np.random.default_rng(11), (4, 3, repeats), TRUE)
-    cached = anova_lm(sv.fit_by_design(cube), typ=1)["mean_sq"]
-    formula = anova_lm(sv.fit_by_formula(cube), typ=1)["mean_sq"]
-    assert list(formula.index) == list(cached.index)
-    np.testing.assert_allclose(formula.to_numpy(), cached.to_numpy(), rtol=1e-10)
-    assert cached["C(w)"] > 0
-
-
 def test_one_run_per_pair_merges_pairing_and_noise() -> None:
     rng = np.random.default_rng(7)
     merged = TRUE[sv.INTERACTION] + TRUE[sv.REPEAT]

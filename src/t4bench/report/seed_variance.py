@@ -80,56 +80,33 @@ def as_cube(table: pd.DataFrame, value: str = "epochs") -> np.ndarray:
     return cube
 
 
-def _formula(repeats: int) -> str:
-    return "y ~ C(w) * C(d)" if repeats > 1 else "y ~ C(w) + C(d)"
-
-
-@functools.lru_cache(maxsize=16)
-def _frame(shape: tuple[int, ...]) -> pd.DataFrame:
-    """The factor columns of a (W, D, R) cube's runs, y in C order (y itself filled per fit)."""
-    n_w, n_d, n_r = shape
-    w, d, _ = np.meshgrid(np.arange(n_w), np.arange(n_d), np.arange(n_r), indexing="ij")
-    return pd.DataFrame({"y": 0.0, "w": w.ravel(), "d": d.ravel()})
-
-
 @functools.lru_cache(maxsize=16)
 def _design(shape: tuple[int, ...]) -> tuple[np.ndarray, Any]:
-    """(design matrix, its patsy design_info or None) of the crossed model for a (W, D, R) cube, as
-    statsmodels' formula API builds them: once per shape (every bootstrap resample has the cube's
-    shape, and building the design costs more than the fit). None where this statsmodels keeps no
-    design_info on the model's data (builds whose formulas are not patsy's, seen on a GPU host's
-    statsmodels): the fit then goes through the formula API each time."""
+    """(design matrix, its patsy design_info) of the crossed model for a (W, D, R) cube, y in C
+    order, as statsmodels' formula API builds them: once per shape (every bootstrap resample has
+    the cube's shape, and building the design costs more than the fit)."""
     from statsmodels.formula.api import ols
 
-    model = ols(_formula(shape[2]), _frame(shape))
-    return np.asarray(model.exog), getattr(model.data, "design_info", None)
-
-
-def fit_by_design(cube: np.ndarray) -> Any:
-    """The OLS fit on the cached design (anova_lm reads the terms from the design_info given)."""
-    from statsmodels.regression.linear_model import OLS
-
-    exog, design_info = _design(cube.shape)
-    return OLS(cube.ravel(), exog, design_info=design_info).fit()
-
-
-def fit_by_formula(cube: np.ndarray) -> Any:
-    """The same fit through the formula API (any statsmodels whose anova_lm takes formula fits)."""
-    from statsmodels.formula.api import ols
-
-    return ols(_formula(cube.shape[2]), _frame(cube.shape).assign(y=cube.ravel())).fit()
+    n_w, n_d, n_r = shape
+    w, d, _ = np.meshgrid(np.arange(n_w), np.arange(n_d), np.arange(n_r), indexing="ij")
+    frame = pd.DataFrame({"y": 0.0, "w": w.ravel(), "d": d.ravel()})
+    model = ols("y ~ C(w) * C(d)" if n_r > 1 else "y ~ C(w) + C(d)", frame)
+    return np.asarray(model.exog), model.data.design_info
 
 
 def _mean_squares(cube: np.ndarray) -> dict[str, float]:
     """anova_lm's (sequential, type I: on balanced data all types agree) mean square per term of
     the crossed model fitted by OLS."""
+    from statsmodels.regression.linear_model import OLS
     from statsmodels.stats.anova import anova_lm
 
-    fast = _design(cube.shape)[1] is not None
+    exog, design_info = _design(cube.shape)
     with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
         # identical repeats (CPU runs are bit-exact) leave a residual of 0: F is inf, the MS are fine
         warnings.simplefilter("ignore", RuntimeWarning)
-        anova = anova_lm(fit_by_design(cube) if fast else fit_by_formula(cube), typ=1)
+        # design_info as statsmodels' formula API passes it, which anova_lm reads the terms from
+        fit = OLS(cube.ravel(), exog, design_info=design_info).fit()
+        anova = anova_lm(fit, typ=1)
     return {str(term): float(value) for term, value in anova["mean_sq"].items()}
 
 
