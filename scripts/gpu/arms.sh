@@ -19,15 +19,10 @@ read -r -a run_args <<<"${RUN_ARGS:-model=transformer scale=ding eval_every=0.5 
 model=${run_args[0]#model=}
 max_epochs=${MAX_EPOCHS:-25}
 results=${RESULTS:-${OUT:-/tmp}}
-work=$PWD/.gpuwork/$name
-mkdir -p "$work/sweep"
-if [[ -f .gpuwork/$name.tar.xz && ! -f $work/mlflow.db ]]; then
-  $PY -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter='data')" \
-    ".gpuwork/$name.tar.xz" "$work"
-fi
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 # shellcheck source=scripts/gpu/study_common.sh
 source scripts/gpu/study_common.sh
+open_work "$name"
 n=$((hi - lo + 1))
 # every arm's runs share the GPU at once, but each sweep's own check counts only its n: check
 # them all together first (two arms of 12 passed alone and filled an H100 together, 2026-12-05)

@@ -21,15 +21,10 @@ per_arm=${SS_AT_ONCE:-12}
 round=${SS_ROUND:-}
 name=seed_sources_$model
 results=${RESULTS:-${OUT:-/tmp}}
-work=$PWD/.gpuwork/$name
-mkdir -p "$work/sweep"
-if [[ -f .gpuwork/$name.tar.xz && ! -f $work/mlflow.db ]]; then
-  $PY -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter='data')" \
-    ".gpuwork/$name.tar.xz" "$work"
-fi
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 # shellcheck source=scripts/gpu/study_common.sh
 source scripts/gpu/study_common.sh
+open_work "$name"
 sweep_id() { echo "${model}_${scale}_$1_sources${round:+_$round}"; }
 run_args=("model=$model" "scale=$scale" "eval_every=${EVAL_EVERY:-0.5}" "hw=${HW:-h200}" progress=off)
 todo=()
@@ -65,6 +60,6 @@ for arm in $arms; do
   tail -3 "$work/$id.log" 2>/dev/null
   report+=(--sweep-id "$arm=$id")
 done
-$PY -m t4bench.report.seed_sources "${report[@]}" || echo "!! report failed (an arm cut short: analyse its complete part with --seeds/--data-seeds)"
+$PY -m t4bench.report.seed_sources "${report[@]}" || echo "!! report failed: run it where t4bench is installed, on the returned store (an arm cut short: --seeds/--data-seeds)"
 pack_store "$work" "$results/$name.tar.xz"
 du -h "$results/$name.tar.xz"

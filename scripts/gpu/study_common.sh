@@ -1,5 +1,5 @@
-# Shared by scripts/gpu/convergence.sh and scripts/gpu/holdout.sh (sourced, not run): CUDA MPS for
-# the call, a GPU-use monitor, and the study store packed for the next call.
+# Shared by the study scripts of scripts/gpu/ (sourced, not run): CUDA MPS for the call, a GPU-use
+# monitor, the study's work folder opened from the store an earlier call packed, and packed again.
 
 # start_mps_and_monitor CSV INTERVAL_S: MPS on unless MPS=0 (stopped when the script exits), and
 # nvidia-smi sampling GPU use into CSV; sets $monitor to the sampler's pid
@@ -10,6 +10,18 @@ start_mps_and_monitor() {
   fi
   nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -l "$2" >"$1" 2>/dev/null &
   monitor=$!
+}
+
+# open_work NAME: the study's work folder .gpuwork/NAME (with sweep/), filled from the store an
+# earlier call packed (.gpuwork/NAME.tar.xz, carried back) unless it holds a store already; sets
+# $work
+open_work() {
+  work=$PWD/.gpuwork/$1
+  mkdir -p "$work/sweep"
+  if [[ -f .gpuwork/$1.tar.xz && ! -f $work/mlflow.db ]]; then
+    ${PYTHON:-python3} -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter='data')" \
+      ".gpuwork/$1.tar.xz" "$work"
+  fi
 }
 
 # pack_store WORK OUT_TAR_XZ: what resuming needs (journal, MLflow store and artifacts, logs), not
