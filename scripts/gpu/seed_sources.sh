@@ -3,7 +3,7 @@
 # repeats) of one model, every preset (arm) side by side under CUDA MPS through t4bench's packed
 # launcher, into one MLflow store; then `python -m t4bench.report.seed_sources` splits each arm's
 # epochs-to-converge variance (weights, data, pairing, repeat) with bootstrap CIs.
-#   MODEL=gnmt SS_ARMS="reference tuned" SS_SEEDS=7200-7203 SS_DATA_SEEDS=8200-8202 \
+#   MODEL=gnmt SS_ARMS="reference tuned" SS_SEEDS=7200-7203 SS_DATA_SEEDS=8200-8202 SS_AT_ONCE=7 \
 #     bash scripts/gpu/run.sh scripts/gpu/seed_sources.sh        # carry .whl .carry (.gpuwork)
 # Work dir .gpuwork/seed_sources_$MODEL (carried as .gpuwork/seed_sources_$MODEL.tar.xz, returned as
 # $RESULTS/seed_sources_$MODEL.tar.xz): an arm whose sweep finished in an earlier call is not run
@@ -17,7 +17,7 @@ model=${MODEL:-gnmt}
 scale=${SCALE:-ding}
 arms=${SS_ARMS:-reference tuned}
 seeds=${SS_SEEDS:-7200-7203} data_seeds=${SS_DATA_SEEDS:-8200-8202} repeats=${SS_REPEATS:-2}
-per_arm=${SS_AT_ONCE:-12}
+per_arm=${SS_AT_ONCE:-7}  # two presets of GNMT ding x 7 fit an 80 GB H100 by the packing check; x 12 do not
 round=${SS_ROUND:-}
 name=seed_sources_$model
 results=${RESULTS:-${OUT:-/tmp}}
