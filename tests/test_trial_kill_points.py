@@ -1,6 +1,7 @@
 """A sweep SIGKILLed at each step of a trial's start (t4bench.faults.TRIAL_START_STEPS, through
 T4BENCH_KILL_AT: the process kills itself exactly there), then the same command run again, or
-`t4bench runs repair`: no MLflow run is left RUNNING. Real Optuna sweeps of NCF mini (1 epoch)."""
+`t4bench runs repair`: no MLflow run is left RUNNING. A SIGTERM (T4BENCH_TERM_AT) right after a
+trial is claimed leaves nothing RUNNING at all. Real Optuna sweeps of NCF mini (1 epoch)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from t4bench import faults
-from tests.test_sweep_e2e import _env, _sweep_cmd
+from tests.test_sweep_e2e import _env, _study, _sweep_cmd
 
 pytestmark = pytest.mark.slow
 
@@ -46,4 +47,25 @@ def test_no_run_left_running_after_a_kill_at_any_step(step: str, then: str, trac
     else:
         repair = [sys.executable, "-m", "t4bench.cli", "runs", "repair", "--tracking-uri", tracking_uri]
         subprocess.run(repair, cwd=tmp_path, env=_env(tracking_uri), check=True, capture_output=True, timeout=300)
+    assert _running(tracking_uri) == []
+
+
+def test_a_sigterm_just_after_a_trial_is_claimed_fails_and_requeues_it(tracking_uri: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # the trial is RUNNING in the study from Optuna's ask on; the stop signal is held back from
+    # there until the trial runner's guard, which fails the trial and queues its parameters again
+    sweep_dir = tmp_path / "sweep"
+    cmd = _sweep_cmd("hydra.sweeper.n_trials=1", "hydra/sweeper/pruner=none", sweep_dir=sweep_dir)
+    env = {**_env(tracking_uri), faults.TERM_AT_ENV: "trial.claimed"}
+    stopped = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, timeout=600)
+    assert stopped.returncode != 0, stopped.stderr[-2000:]
+    trials = _study(sweep_dir).trials
+    states = [t.state.name for t in trials]
+    assert "RUNNING" not in states, states
+    assert states[0] == "FAIL" and trials[0].user_attrs.get("t4bench_failed") == "interrupted", trials[0]
+    assert "WAITING" in states, states  # its parameters, queued for the next run of the sweep
+    assert _running(tracking_uri) == []
+    subprocess.run(cmd, cwd=tmp_path, env=_env(tracking_uri), check=True, capture_output=True, timeout=600)
+    after = _study(sweep_dir).trials
+    assert [t.state.name for t in after].count("COMPLETE") == 1
+    assert after[-1].params == trials[0].params  # the requeued parameters ran, not new ones
     assert _running(tracking_uri) == []

@@ -5,7 +5,8 @@ exception inside the loop after epoch 2's evaluation; the run must end FAILED, n
 
 `T4BENCH_KILL_AT=<step>` SIGKILLs the process at one named step of a run's start
 (`TRIAL_START_STEPS`); whatever it leaves RUNNING must be closed by the next run of the same
-command or by `t4bench runs repair`.
+command or by `t4bench runs repair`. `T4BENCH_TERM_AT=<step>` sends SIGTERM there instead (a
+scheduler's stop, which the process handles: nothing may be left RUNNING at all).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class RaiseAtEpoch:
 #: `T4BENCH_KILL_AT=<step>`: the process SIGKILLs itself on reaching `kill_point(<step>)`, so a test
 #: stops it exactly between two writes of a run's start (no sleeps, no guessing when to signal)
 KILL_AT_ENV = "T4BENCH_KILL_AT"
+#: `T4BENCH_TERM_AT=<step>`: SIGTERM to this process at `kill_point(<step>)`
+TERM_AT_ENV = "T4BENCH_TERM_AT"
 #: the steps a sweep's trial goes through as it starts, in order (docs/reliability.md)
 TRIAL_START_STEPS = (
     "parent.created",  # the sweep's parent run exists in MLflow, the study does not know it yet
@@ -42,6 +45,9 @@ TRIAL_START_STEPS = (
 
 
 def kill_point(step: str) -> None:
-    """SIGKILL this process here when `T4BENCH_KILL_AT` names `step` (a no-op otherwise)."""
+    """SIGKILL this process here when `T4BENCH_KILL_AT` names `step`, SIGTERM it when
+    `T4BENCH_TERM_AT` does (a no-op otherwise)."""
     if os.environ.get(KILL_AT_ENV) == step:
         os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get(TERM_AT_ENV) == step:
+        os.kill(os.getpid(), signal.SIGTERM)

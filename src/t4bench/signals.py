@@ -70,3 +70,25 @@ def sigterm_raises() -> Iterator[None]:
             sys.unraisablehook = previous_hook
     if raised:  # the block ended normally although SIGTERM came: its exception was dropped
         raise RunTerminated(str(raised[0]))
+
+
+#: the signals that stop a sweep: held while a trial is claimed (see `hold_stop`)
+_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+
+
+def hold_stop() -> set[int | signal.Signals] | None:
+    """Hold SIGTERM and SIGINT back (the kernel keeps them pending) until `release`: a trial claimed
+    from the study is RUNNING there before the code that fails and requeues it on a stop signal has
+    started, so a signal in between would leave it RUNNING. Returns the mask to give `release`;
+    None off the main thread (signals reach only the main thread's handlers) or without
+    pthread_sigmask."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+
+
+def release(held: set[int | signal.Signals] | None) -> None:
+    """Restore the mask `hold_stop` returned: a signal that came meanwhile is delivered now, and its
+    handler raises at the caller's next bytecode."""
+    if held is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)

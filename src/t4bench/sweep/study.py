@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from t4bench import signals
 from t4bench.errors import T4BenchError
 from t4bench.signals import sigterm_raises
 from t4bench.spec import RunSpec
@@ -263,8 +264,19 @@ class OptunaStudyRunner:
 
     def _run_trials(self, runner: TrialRunner, pace: Pace) -> None:
         """Claim and run trials until the study has its n_trials (over all workers) or time is up."""
-        while self._may_start() and (trial := self.queue.next_trial()) is not None:
-            runner.run(trial)
+        while self._may_start():
+            # a stop signal from the claim on waits for the trial's own handling (FAIL + requeue):
+            # the trial is RUNNING in the study as soon as it is asked
+            held = signals.hold_stop()
+            try:
+                trial = self.queue.next_trial()
+            except BaseException:
+                signals.release(held)
+                raise
+            if trial is None:
+                signals.release(held)
+                break
+            runner.run(trial, held)
             print(pace.job_done("trial", done=self._finished()), flush=True)
             if self.runs is not None:
                 self.runs.update_parent(self.summary(), done=False, out_dir=None)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from omegaconf import OmegaConf
 
-from t4bench import faults
+from t4bench import faults, signals
 from t4bench.sweep import liveness, stats
 from t4bench.sweep import space as spaces
 from t4bench.sweep.objective import RobustObjective
@@ -109,14 +110,16 @@ class TrialRunner:
                 return results, max_epochs, True
         return results, max_epochs, False
 
-    def run(self, trial: Any) -> str:
-        """Run `trial` to its end; returns its final state name."""
+    def run(self, trial: Any, held: set[int | signal.Signals] | None = None) -> str:
+        """Run `trial` to its end; returns its final state name. `held`: the stop signals the caller
+        held back while it claimed the trial (`signals.hold_stop`), released inside the guard."""
         from optuna.trial import TrialState
 
         faults.kill_point("trial.claimed")
         trial_run = None
         self.resumable = {}
         try:  # the MLflow bookkeeping takes seconds on a busy host: a SIGTERM in it left the trial RUNNING
+            signals.release(held)  # a SIGTERM held since the claim raises here, inside the guard
             if self.runs is not None:
                 retry_of = trial.user_attrs.get(liveness.RETRY_ATTR)
                 self.resumable = self.runs.interrupted_seed_runs(self.study, retry_of)
