@@ -62,6 +62,20 @@ def test_identical_repeats_give_a_repeat_part_of_zero_not_an_error() -> None:
     assert sum(split.share.values()) == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("repeats", [1, 2])
+def test_the_formula_api_path_gives_the_same_mean_squares(repeats: int) -> None:
+    # statsmodels releases that keep no patsy design_info take the formula API path (the GPU host's
+    # unpinned statsmodels did); its ANOVA must be the fast path's, term for term
+    from statsmodels.stats.anova import anova_lm
+
+    cube = synthetic_cube(np.random.default_rng(11), (5, 4, repeats), TRUE)
+    slow = anova_lm(sv._formula_fit(cube), typ=1)["mean_sq"]
+    fast = sv._mean_squares(cube)
+    assert set(fast) == {str(term) for term in slow.index}
+    for term, value in slow.items():
+        assert fast[str(term)] == pytest.approx(float(value), rel=1e-9, abs=1e-12), term
+
+
 def test_bootstrap_intervals_tell_a_large_part_from_an_absent_one() -> None:
     # the weights seed explains nearly everything, the data seed and the pairing nothing: the
     # weights' intervals stay clear of 0 and hold the estimate, the data's reach down to 0

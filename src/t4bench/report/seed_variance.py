@@ -90,8 +90,23 @@ def _design(shape: tuple[int, ...]) -> tuple[np.ndarray, Any]:
     n_w, n_d, n_r = shape
     w, d, _ = np.meshgrid(np.arange(n_w), np.arange(n_d), np.arange(n_r), indexing="ij")
     frame = pd.DataFrame({"y": 0.0, "w": w.ravel(), "d": d.ravel()})
-    model = ols("y ~ C(w) * C(d)" if n_r > 1 else "y ~ C(w) + C(d)", frame)
-    return np.asarray(model.exog), model.data.design_info
+    model = ols(_formula(n_r), frame)
+    # statsmodels releases that build formulas without patsy keep no design_info: None sends the
+    # fit through the formula API instead (slower per bootstrap resample, same mean squares)
+    return np.asarray(model.exog), getattr(model.data, "design_info", None)
+
+
+def _formula(n_r: int) -> str:
+    return "y ~ C(w) * C(d)" if n_r > 1 else "y ~ C(w) + C(d)"
+
+
+def _formula_fit(cube: np.ndarray) -> Any:
+    from statsmodels.formula.api import ols
+
+    n_w, n_d, n_r = cube.shape
+    w, d, _ = np.meshgrid(np.arange(n_w), np.arange(n_d), np.arange(n_r), indexing="ij")
+    frame = pd.DataFrame({"y": cube.ravel(), "w": w.ravel(), "d": d.ravel()})
+    return ols(_formula(n_r), frame).fit()
 
 
 def _mean_squares(cube: np.ndarray) -> dict[str, float]:
@@ -105,7 +120,10 @@ def _mean_squares(cube: np.ndarray) -> dict[str, float]:
         # identical repeats (CPU runs are bit-exact) leave a residual of 0: F is inf, the MS are fine
         warnings.simplefilter("ignore", RuntimeWarning)
         # design_info as statsmodels' formula API passes it, which anova_lm reads the terms from
-        fit = OLS(cube.ravel(), exog, design_info=design_info).fit()
+        if design_info is None:
+            fit = _formula_fit(cube)
+        else:
+            fit = OLS(cube.ravel(), exog, design_info=design_info).fit()
         anova = anova_lm(fit, typ=1)
     return {str(term): float(value) for term, value in anova["mean_sq"].items()}
 
