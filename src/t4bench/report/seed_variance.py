@@ -120,10 +120,8 @@ def _mean_squares(cube: np.ndarray) -> dict[str, float]:
         # identical repeats (CPU runs are bit-exact) leave a residual of 0: F is inf, the MS are fine
         warnings.simplefilter("ignore", RuntimeWarning)
         # design_info as statsmodels' formula API passes it, which anova_lm reads the terms from
-        if design_info is None:
-            fit = _formula_fit(cube)
-        else:
-            fit = OLS(cube.ravel(), exog, design_info=design_info).fit()
+        fast = design_info is not None
+        fit = OLS(cube.ravel(), exog, design_info=design_info).fit() if fast else _formula_fit(cube)
         anova = anova_lm(fit, typ=1)
     return {str(term): float(value) for term, value in anova["mean_sq"].items()}
 
