@@ -19,6 +19,7 @@ import argparse
 import csv
 import math
 import statistics
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ COLUMNS = [
     "gpu_share",
     "epochs_run",
     "final_train_loss",
+    "first_difference",
 ]
 SUMMARY = ["model", "deterministic", "runs", "converged", "epochs_mean", "epochs_std", "epochs_min",
            "epochs_max", "distinct_epochs", "distinct_final_losses", "alone_runs", "s_per_epoch_alone",
@@ -71,10 +73,43 @@ def collect(store: str, models: Sequence[str], scale: str) -> list[dict[str, Any
                     "epochs_run": metrics.get(names.EPOCHS_RUN, math.nan),
                     # the last epoch's loss, all digits: equal across an arm's runs = bit-identical runs
                     "final_train_loss": repr(metrics.get(names.TRAIN_LOSS, math.nan)),
+                    "_history": history(client, run.info.run_id),
                 }
             )
+    mark_first_differences(rows)
     order = {"false": 0, "true": 1}
     return sorted(rows, key=lambda r: (r["model"], order.get(r["deterministic"], 2), -r["gpu_share"], str(r["repeat"])))
+
+
+def history(client: MlflowClient, run_id: str) -> list[tuple[float, float, float]]:
+    """(epochs done, train loss, eval quality) at each evaluation, every digit: two runs that
+    repeat each other have equal lists."""
+    per_step: dict[int, dict[str, float]] = {}
+    for key in (names.EPOCH, names.TRAIN_LOSS, names.EVAL_QUALITY):
+        for metric in client.get_metric_history(run_id, key):
+            per_step.setdefault(metric.step, {})[key] = metric.value
+    return [
+        (row.get(names.EPOCH, math.nan), row.get(names.TRAIN_LOSS, math.nan), row.get(names.EVAL_QUALITY, math.nan))
+        for _, row in sorted(per_step.items())
+    ]
+
+
+def mark_first_differences(rows: list[dict[str, Any]]) -> None:
+    """Each run's `first_difference`: the epochs done at the first evaluation where its train loss
+    or quality differs from the arm's most common history ('' where it repeats it to its end;
+    the runs that repeat the common history leave it empty too). Tells a run that left the others
+    from its first steps (a different start) from one that drifted late (a one-off event)."""
+    for model, arm in {(r["model"], r["deterministic"]) for r in rows}:
+        cell = [r for r in rows if (r["model"], r["deterministic"]) == (model, arm)]
+        common = Counter(repr(r["_history"]) for r in cell).most_common(1)[0][0]
+        reference = next(r["_history"] for r in cell if repr(r["_history"]) == common)
+        for row in cell:
+            row["first_difference"] = next(
+                (f"{mine[0]:g}" for mine, theirs in zip(row["_history"], reference, strict=False) if mine != theirs),
+                "",
+            )
+    for row in rows:
+        del row["_history"]
 
 
 def _round(value: float) -> float | str:
