@@ -35,9 +35,8 @@ def test_sigterm_then_rerun_resumes_without_redoing_trials(tracking_uri: str, tm
     deadline = time.time() + 400
     while time.time() < deadline:  # into trial 1, trial 0 complete (each trains one NCF epoch: seconds)
         trials = _trials_so_far(sweep_dir)
-        # trial 1 under way: its MLflow run recorded on it, so the trial runner's guard is up (a
-        # SIGTERM in the instant between Optuna's ask and that guard is docs/reliability.md's
-        # known window, closed by the next run's stale check)
+        # trial 1 under way: its MLflow run recorded on it, so the SIGTERM below lands in training
+        # (a SIGTERM at the claim itself is tests/test_trial_kill_points.py's case)
         if any(t.state == TrialState.COMPLETE for t in trials) and any(
             t.number >= 1 and t.state == TrialState.RUNNING and TRIAL_RUN_ATTR in t.user_attrs for t in trials
         ):
