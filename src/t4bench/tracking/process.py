@@ -1,0 +1,250 @@
+"""A run's MLflow tracking in a process of its own, so that the training process never imports MLflow.
+
+Importing MLflow and its SQLite store, making the store and creating, filling and closing the run
+cost a default run about 2.5 s of its start-up and exit on one core (docs/perf.md). A `python -m
+t4bench` command that may be one run starts `python -m t4bench.tracking.worker` first thing
+(`prestart`): it imports MLflow on another core while this process composes the config and imports
+torch. The run's rank 0 then takes it (`tracker`) and talks to it through a pipe in plain values:
+`RemoteTracker` has the surface of `t4bench.tracking.run.RunTracker`, and the worker holds a real
+one. Metrics, tags and telemetry points are sent without waiting (the worker writes them in order
+while training goes on); opening the run, artifacts and closing it wait for the answer, so the run
+is closed (and its UI line printed) before this process prints its summary.
+
+A command that turns out not to be one run (a sweep's parent, `--cfg`, an error) `discard`s the
+worker, which then exits; so does a worker whose training process is gone (end of its pipe). The
+worker ignores SIGINT and SIGTERM: a Ctrl-C or a scheduler's stop reaches the whole process group,
+and the training process still has to close its run through the worker. `T4BENCH_TRACKING_PROCESS=0`
+keeps tracking in the training process (as in-process callers of `t4bench.__main__.main` have it).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from t4bench.errors import T4BenchError
+
+if TYPE_CHECKING:
+    from t4bench.tracking.run_config import RunConfig
+    from t4bench.tracking.run_facts import RunOpening, RunPlace
+
+#: `T4BENCH_TRACKING_PROCESS=0` (or false/off): MLflow in the training process
+ENV = "T4BENCH_TRACKING_PROCESS"
+#: command-line switches after which a command is not one run (Hydra's own)
+_NOT_ONE_RUN = {"-m", "--multirun", "-c", "--cfg", "-i", "--info", "-h", "--help", "--hydra-help", "-sc"}
+#: telemetry's (name, value, unix ms, step) points, as `t4bench.telemetry.Sink` takes them
+Points = Sequence[tuple[str, float, int, int]]
+
+
+class Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+class Tracker(Protocol):
+    """What a rank records its run through: `RunTracker` here, or `RemoteTracker` for a worker."""
+
+    @property
+    def run_id(self) -> str | None:
+        """The run's id once `begin` made it (a remote tracker waits for it here)."""
+        ...
+
+    @property
+    def enabled(self) -> bool: ...
+
+    def begin(self, cfg: RunConfig, env: RunPlace, tags: Mapping[str, str]) -> None:
+        """Create (or adopt) the run and log its config and tags."""
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None: ...
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None: ...
+
+    def log_epoch(self, epoch: int, metrics: Mapping[str, float]) -> None: ...
+
+    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None: ...
+
+    def end(self, status: str) -> None: ...
+
+    def heartbeat(self) -> Stoppable: ...
+
+    def telemetry_sink(self) -> Callable[[Points], None]: ...
+
+
+class Worker:
+    """The tracking process and its two pipe ends; every call is thread-safe (telemetry's sampler
+    sends from its own thread)."""
+
+    def __init__(self) -> None:
+        to_worker_r, to_worker_w = os.pipe()
+        from_worker_r, from_worker_w = os.pipe()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "t4bench.tracking.worker", str(to_worker_r), str(from_worker_w)],
+            pass_fds=(to_worker_r, from_worker_w),
+            stdin=subprocess.DEVNULL,
+        )
+        os.close(to_worker_r)
+        os.close(from_worker_w)
+        self._out = Connection(to_worker_w, readable=False)
+        self._in = Connection(from_worker_r, writable=False)
+        self._lock = threading.Lock()
+
+    def send(self, op: str, *args: Any) -> None:
+        """`op` without waiting; a failure is the worker's one warning line on stderr."""
+        with self._lock:
+            self._write(op, args, False)
+
+    def call(self, op: str, *args: Any) -> Any:
+        """`op`, once every earlier one is done; its answer, or its error raised here."""
+        with self._lock:
+            self._write(op, args, True)
+            try:
+                status, value = self._in.recv()
+            except (EOFError, OSError):
+                raise T4BenchError(self._gone()) from None
+        if status == "t4bench":
+            raise T4BenchError(value)
+        if status == "error":
+            raise RuntimeError(f"tracking process: {value}")
+        return value
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Let the worker finish what it was sent and exit."""
+        for end in (self._out, self._in):
+            end.close()
+        try:
+            self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+    def _write(self, op: str, args: tuple[Any, ...], answer: bool) -> None:
+        try:
+            self._out.send((op, args, answer))
+        except OSError:
+            raise T4BenchError(self._gone()) from None
+
+    def _gone(self) -> str:
+        code = self.process.poll()
+        return f"the tracking process (pid {self.process.pid}) ended" + (f" with exit code {code}" if code else "")
+
+
+_prestarted: Worker | None = None
+
+
+def wanted(argv: Sequence[str], rank: int, environ: Mapping[str, str]) -> bool:
+    """Whether `python -m t4bench ARGV` may be one run that this process tracks (no sweep, no
+    `--cfg`/`--help`, not a non-zero `rank` of an outer launcher, not turned off)."""
+    if environ.get(ENV, "1").lower() in ("0", "false", "off", "no"):
+        return False
+    return rank == 0 and not any(arg in _NOT_ONE_RUN for arg in argv)
+
+
+def prestart(argv: Sequence[str], rank: int) -> None:
+    """Start the tracking process now, when this command may be one run (`wanted`); `rank`: this
+    process's under an outer launcher (`t4bench.run_env.launched_rank`)."""
+    global _prestarted
+    if _prestarted is None and wanted(argv, rank, os.environ):
+        _prestarted = Worker()
+
+
+def discard() -> None:
+    """This process records no run of its own: the prestarted worker exits."""
+    global _prestarted
+    if _prestarted is not None:
+        _prestarted.close()
+        _prestarted = None
+
+
+def tracker(tracking_uri: str, run_id: str | None) -> Tracker:
+    """Rank 0's tracker: the prestarted worker's, or MLflow in this process."""
+    global _prestarted
+    worker, _prestarted = _prestarted, None
+    if worker is not None and tracking_uri:
+        return RemoteTracker(worker, tracking_uri, run_id)
+    if worker is not None:
+        worker.close()
+    from t4bench.tracking.run import RunTracker
+
+    return RunTracker(tracking_uri, run_id)
+
+
+class RemoteTracker:
+    """`RunTracker`'s surface, served by a worker (the arguments travel as plain values)."""
+
+    def __init__(self, worker: Worker, tracking_uri: str, run_id: str | None) -> None:
+        self.worker, self.tracking_uri = worker, tracking_uri
+        self._run_id, self._begun = run_id, False
+        # the store is opened (a new one made) while this process goes on; a relative URI means
+        # the same file there
+        worker.send("open", tracking_uri, run_id, os.getcwd())
+
+    @property
+    def enabled(self) -> bool:
+        return True
+
+    def begin(self, cfg: RunConfig, env: RunPlace, tags: Mapping[str, str]) -> None:
+        """Sent, not waited for: the worker makes the run while this process builds data and
+        model. A value the run cannot take (`run_facts.opening`) raises here, before any run."""
+        from t4bench.tracking.run_facts import opening
+
+        self.begin_with(opening(cfg, env, tags))
+
+    def begin_with(self, values: RunOpening) -> None:
+        """`begin` from the run's plain values."""
+        self.worker.send("start", values)
+        self._begun = True
+
+    @property
+    def run_id(self) -> str | None:
+        """The run's id; the first read after `begin` waits for the worker to have made it, and
+        raises (once) what kept it from doing so."""
+        if self._begun:
+            self._begun = False
+            self._run_id = None
+            self._run_id = str(self.worker.call("run_id"))
+        return self._run_id
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        self.worker.send("set_tags", {str(k): str(v) for k, v in tags.items()})
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None:
+        now = int(time.time() * 1000)  # when it was measured, not when the worker writes it
+        self.worker.send("log_metrics", {str(k): float(v) for k, v in metrics.items()}, step, now)
+
+    def log_epoch(self, epoch: int, metrics: Mapping[str, float]) -> None:
+        self.log_metrics(metrics, step=epoch)
+
+    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        self.worker.call("log_artifact", str(Path(path).resolve()), artifact_path)
+
+    def end(self, status: str) -> None:
+        try:
+            self.worker.call("end", status)
+        finally:
+            self.worker.close()
+
+    def heartbeat(self) -> Stoppable:
+        from t4bench import faults
+
+        faults.kill_point("training.run_created")  # in the training process: the run is its own
+        self.worker.send("heartbeat", os.getpid())
+        return _RemoteHeartbeat(self.worker)
+
+    def telemetry_sink(self) -> Callable[[Points], None]:
+        def sink(points: Points) -> None:
+            self.worker.send("telemetry", [tuple(point) for point in points])
+
+        return sink
+
+
+class _RemoteHeartbeat:
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+
+    def stop(self) -> None:
+        self.worker.send("heartbeat_stop")
