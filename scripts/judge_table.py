@@ -96,13 +96,15 @@ def figure(result: dict[str, Any], rows: list[dict[str, str]], path: Path, max_e
     rng = np.random.default_rng(0)
     for i, arm in enumerate(arms, start=1):
         for set_name, marker, colour in zip(sets, "os", ("tab:blue", "tab:orange"), strict=False):
-            ys = [float(r["epochs_to_converge"] or max_epochs) for r in rows if (r["set"], r["arm"]) == (set_name, arm)]
+            ys = arm_values(rows, [set_name], arm, max_epochs)[0]
             label = f"one dot per seed, {set_name}" if i == 1 else "_nolegend_"
             xs = i + rng.uniform(-0.15, 0.15, len(ys))
             ax.scatter(xs, ys, marker=marker, color=colour, alpha=0.7, s=22, label=label)
     ax.plot([], [], color="k", label="box (all the arm's seeds): quartiles, median;\nwhiskers: extremes within 1.5 IQR")
     ax.legend(fontsize=7, loc="upper right")
-    ax.set_xticks([1, 2], [f"{arm} ({len(vals['baseline'])} seeds)" for arm in arms])
+    ax.set_xticks(
+        [1, 2], [f"{arm} ({len(vals[role])} seeds)" for arm, role in zip(arms, ("baseline", "candidate"), strict=True)]
+    )
     ax.set_ylabel("epochs to converge (dots jittered sideways)")
     ax.set_title(f"GNMT scale=ding, {' + '.join(sets)}: epochs to converge per seed", fontsize=9)
     fig.tight_layout()
@@ -140,8 +142,11 @@ def main() -> None:
     text = markdown(results, args.max_epochs, args.note or [])
     (args.out_dir / "summary.md").write_text(text)
     print(text)
-    if args.figure:
-        figure(compare(rows, args.figure, args.max_epochs), rows, args.out_dir / "epochs.png", args.max_epochs)
+    if args.figure:  # the comparison already made for the table, when the figure's is one of them
+        drawn = dict(zip(args.compare, results, strict=True)).get(args.figure) or compare(
+            rows, args.figure, args.max_epochs
+        )
+        figure(drawn, rows, args.out_dir / "epochs.png", args.max_epochs)
 
 
 if __name__ == "__main__":
