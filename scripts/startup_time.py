@@ -13,10 +13,11 @@ process's and its children's, read from /proc when the script sees the event, po
 at exit from wait4's rusage). The host may be shared: CPU seconds are the figure that stays
 comparable under load. The run goes with `-X importtime`, whose stderr lines (unbuffered, in
 order) are cut at the same moments, so each phase also tells how much of its wall went to imports
-(the flag itself adds a little to every import). `python -m t4bench --help` is timed as its own
-process too.
+(the flag itself adds a little to every import). `--plain` runs without it, as a user does: the
+phases are then the figures a user sees, and the import rows are "-". `python -m t4bench --help`
+is timed as its own process too.
 
-    python scripts/startup_time.py --before /tmp/before --after . [--repeats 3]
+    python scripts/startup_time.py --before /tmp/before --after . [--repeats 3] [--plain]
 
 Each tree is a checkout root (its src/ is imported, its data/ read; its conf/ comes with it). The arms alternate so
 that load on a shared host falls on both alike; the table holds medians over the repeats.
@@ -49,7 +50,8 @@ class Mark:
 
     wall: float
     cpu: float
-    imports: float
+    #: None: the run went without `-X importtime` (`--plain`)
+    imports: float | None
 
 
 @dataclass
@@ -102,10 +104,12 @@ def _env(tree: Path) -> dict[str, str]:
     return env
 
 
-def default_run(tree: Path, work: Path) -> Run:
-    """The default run of `tree`, in the empty folder `work`, marked at each event and at exit."""
+def default_run(tree: Path, work: Path, importtime: bool = True) -> Run:
+    """The default run of `tree`, in the empty folder `work`, marked at each event and at exit;
+    with `-X importtime` when `importtime`."""
     log, stderr = work / "run" / "mlperf.log", work / "stderr.txt"
-    command = [sys.executable, "-X", "importtime", "-m", "t4bench", f"hydra.run.dir={work / 'run'}"]
+    flags = ["-X", "importtime"] if importtime else []
+    command = [sys.executable, *flags, "-m", "t4bench", f"hydra.run.dir={work / 'run'}"]
     run = Run()
     with stderr.open("w") as err:
         launched = time.time()
@@ -117,7 +121,7 @@ def default_run(tree: Path, work: Path) -> Run:
             ended = time.time() - launched
             for key, ms in _events_ms(log).items():
                 if key not in run.marks:
-                    run.marks[key] = Mark(ms / 1000 - launched, cpu, _import_s(stderr))
+                    run.marks[key] = Mark(ms / 1000 - launched, cpu, _import_s(stderr) if importtime else None)
             if done_pid:
                 proc.returncode = os.waitstatus_to_exitcode(status)
                 break
@@ -127,7 +131,7 @@ def default_run(tree: Path, work: Path) -> Run:
         tail = stderr.read_text(errors="replace").splitlines()
         errors = "\n".join(line for line in tail if not line.startswith("import time:"))[-2000:]
         sys.exit(f"{tree}: exit {proc.returncode}, events missing {missing}: {errors}")
-    run.marks["exit"] = Mark(ended, cpu, _import_s(stderr))
+    run.marks["exit"] = Mark(ended, cpu, _import_s(stderr) if importtime else None)
     return run
 
 
@@ -142,6 +146,9 @@ def help_run(tree: Path) -> tuple[float, float]:
     return time.time() - launched, usage.ru_utime + usage.ru_stime
 
 
+#: a row's (wall s, CPU s) of one run; None where it has none (an import row's CPU, `--plain`)
+Cells = tuple[float | None, float | None]
+
 #: table rows: label, the mark that opens the span (None: launch), the mark that closes it
 SPANS = (
     ("imports + compose + checks (launch -> init_start)", None, "init_start"),
@@ -155,18 +162,18 @@ WHOLE_MINUS_TRAIN = "**whole - train** (target <= 3 s wall)"
 HELP = "`python -m t4bench --help` (target <= 0.5 s wall)"
 
 
-def rows(run: Run, help_s: tuple[float, float]) -> dict[str, tuple[float, float | None]]:
+def rows(run: Run, help_s: tuple[float, float]) -> dict[str, Cells]:
     """Row label -> (wall s, CPU s or None) of one run; import rows have wall seconds only."""
     zero = Mark(0.0, 0.0, 0.0)
-    table: dict[str, tuple[float, float | None]] = {}
+    table: dict[str, Cells] = {}
     for label, opens, closes in SPANS:
         first, last = run.marks[opens] if opens else zero, run.marks[closes]
         table[label] = (last.wall - first.wall, last.cpu - first.cpu)
         # an import row under each span (labels differ by their span's name: a dict key each)
-        table[f"{IMPORTS}, {label.split(' (')[0]}"] = (last.imports - first.imports, None)
-    (whole_wall, whole_cpu), (train_wall, train_cpu) = table[SPANS[-1][0]], table[SPANS[2][0]]
-    assert whole_cpu is not None and train_cpu is not None
-    table[WHOLE_MINUS_TRAIN] = (whole_wall - train_wall, whole_cpu - train_cpu)
+        imported = None if last.imports is None or first.imports is None else last.imports - first.imports
+        table[f"{IMPORTS}, {label.split(' (')[0]}"] = (imported, None)
+    end, start, stop = run.marks["exit"], run.marks["run_start"], run.marks["run_stop"]
+    table[WHOLE_MINUS_TRAIN] = (end.wall - (stop.wall - start.wall), end.cpu - (stop.cpu - start.cpu))
     table[HELP] = help_s
     return table
 
@@ -180,7 +187,7 @@ def _cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def markdown(tables: dict[str, list[dict[str, tuple[float, float | None]]]]) -> str:
+def markdown(tables: dict[str, list[dict[str, Cells]]]) -> str:
     """Medians of each arm's rows, side by side: wall columns, then CPU columns."""
     arms = list(tables)
     header = ["phase (median s)", *(f"{arm} wall" for arm in arms), *(f"{arm} CPU" for arm in arms)]
@@ -197,6 +204,7 @@ def main() -> None:
     parser.add_argument("--before", type=Path, help="checkout root of the earlier tree (omit: one arm)")
     parser.add_argument("--after", type=Path, required=True, help="checkout root of the later tree")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--plain", action="store_true", help="runs without -X importtime (no import rows)")
     args = parser.parse_args()
     trees = {name: path.resolve() for name, path in (("before", args.before), ("after", args.after)) if path}
     for name, tree in trees.items():
@@ -204,11 +212,11 @@ def main() -> None:
             parser.exit(2, f"startup_time.py: error: --{name} {tree}: no src/t4bench in it (a checkout root?)\n")
     if args.repeats < 1:
         parser.exit(2, f"startup_time.py: error: --repeats {args.repeats}: must be 1 or more\n")
-    tables: dict[str, list[dict[str, tuple[float, float | None]]]] = {name: [] for name in trees}
+    tables: dict[str, list[dict[str, Cells]]] = {name: [] for name in trees}
     for repeat in range(1, args.repeats + 1):
         for name, tree in trees.items():
             with tempfile.TemporaryDirectory(prefix="t4bench-startup-") as work:
-                table = rows(default_run(tree, Path(work)), help_run(tree))
+                table = rows(default_run(tree, Path(work), importtime=not args.plain), help_run(tree))
             tables[name].append(table)
             wall, cpu = table[WHOLE_MINUS_TRAIN]
             print(f"repeat {repeat} {name}: whole - train {wall:.2f} s wall, {cpu:.2f} s CPU", flush=True)

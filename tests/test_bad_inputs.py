@@ -8,19 +8,18 @@ The loaders' cases beyond one per kind run in-process on real files (test_bad_da
 
 from __future__ import annotations
 
-import http.server
 import os
 import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 from conftest import can_unshare_mounts
+from stalling_mlflow import stalling_mlflow
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_ROOT = Path(os.environ.get("T4BENCH_DATA_DIR", REPO / "data")).resolve()
@@ -225,52 +224,38 @@ def test_prepare_with_damaged_source(tmp_path: Path) -> None:
     assert not (tmp_path / "data" / "fashion-mnist-folder").exists()
 
 
-class _StallingMlflow(http.server.BaseHTTPRequestHandler):
-    """Answers GETs as MLflow does for a missing experiment; holds every POST (create experiment)."""
-
-    posts = threading.Event()
-
-    def do_GET(self) -> None:
-        self.send_response(404)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(b'{"error_code": "RESOURCE_DOES_NOT_EXIST", "message": "none"}')
-
-    def do_POST(self) -> None:
-        type(self).posts.set()
-        time.sleep(30)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 def test_sigterm_before_any_run_claims_none(tmp_path: Path) -> None:
-    """SIGTERM while the tracking server stalls creating the run: no run is claimed KILLED."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StallingMlflow)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    uri = f"http://127.0.0.1:{server.server_address[1]}"
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "MLFLOW_TRACKING_URI": uri,
-        "T4BENCH_DATA_DIR": str(DATA_ROOT),
-        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "t4bench", "progress=plain", "hw.telemetry.enabled=false", f"hydra.run.dir={tmp_path}"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert _StallingMlflow.posts.wait(120), "t4bench never asked the server to create its experiment"
-        proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-        server.shutdown()
+    """SIGTERM while the tracking server stalls creating the run: no run is claimed KILLED, and
+    the stop is prompt (nothing, a tracking process included, keeps the output pipes open)."""
+    with stalling_mlflow() as server:
+        env = {
+            **os.environ,
+            "OMP_NUM_THREADS": "1",
+            "MLFLOW_TRACKING_URI": server.uri,
+            "T4BENCH_DATA_DIR": str(DATA_ROOT),
+            "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
+        }
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "t4bench",
+                "progress=plain",
+                "hw.telemetry.enabled=false",
+                f"hydra.run.dir={tmp_path}",
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert server.posts.wait(120), "t4bench never asked the server to create its experiment"
+            proc.send_signal(signal.SIGTERM)
+            _, stderr = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
     assert proc.returncode == 128 + signal.SIGTERM, stderr[-3000:]
     assert "Traceback" not in stderr
     assert "t4bench: stopped by signal 15; no MLflow run had been created" in stderr

@@ -49,6 +49,25 @@ def test_one_arm_breaks_the_default_run_into_ordered_phases(tmp_path: Path) -> N
     assert list(tmp_path.iterdir()) == []  # the runs went to temporary folders, removed
 
 
+@pytest.mark.slow
+def test_plain_runs_without_importtime_and_leaves_the_import_rows_empty(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--after", str(ROOT), "--repeats", "1", "--plain"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    table = _table(done.stdout)
+    imports = [row for label, row in table.items() if label.startswith("... of which imports")]
+    assert len(imports) == 5 and all(row == ["-", "-"] for row in imports), imports
+    whole, train = table["whole process"], next(row for label, row in table.items() if label.startswith("train"))
+    minus_train = table["**whole - train** (target <= 3 s wall)"]
+    assert 0 < float(minus_train[0]) < float(whole[0])
+    assert float(minus_train[0]) == pytest.approx(float(whole[0]) - float(train[0]), abs=0.011)
+
+
 def test_a_tree_without_t4bench_is_one_line_and_exit_2(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--before", str(tmp_path), "--after", str(ROOT)],

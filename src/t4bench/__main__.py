@@ -14,6 +14,16 @@ if __name__ == "__main__":
     from t4bench import gc_pause
 
     gc_pause.pause()  # until training starts (t4bench.gc_pause)
+    from t4bench import run_env
+    from t4bench.errors import T4BenchError
+    from t4bench.tracking import process
+
+    try:
+        launched = run_env.launched_rank()
+    except T4BenchError:
+        launched = -1  # a launcher variable that is not a number: main() says so in one line
+    # MLflow imported on another core meanwhile (one run's rank 0: t4bench.tracking.process)
+    process.prestart(sys.argv[1:], launched)
 
 import contextlib
 import os
@@ -31,6 +41,7 @@ from omegaconf import DictConfig
 from t4bench import app_job, gc_pause, run_env
 from t4bench.errors import RunTerminated, T4BenchError
 from t4bench.preflight import command_line, overrides, places
+from t4bench.tracking import process as tracking_process
 from t4bench.tracking import store_probe as probe
 
 #: what ranks > 0 of an outer launcher add to their command line: no `.hydra/` record and no job
@@ -144,6 +155,7 @@ def main() -> None:
         sys.exit(2)
     if checked is None:  # a sweep's process may live for hours without a run_start of its own
         gc_pause.resume()
+        tracking_process.discard()  # nor a run of its own to track
     # Hydra's errors reach us as exceptions (not its multi-line report and exit 1), so that every
     # mistake on the command line is one line and exit 2; an unexpected error keeps its traceback
     os.environ["HYDRA_FULL_ERROR"] = "1"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,8 @@ from t4bench.progress import ProgressReporter
 from t4bench.run_env import RunEnvironment
 from t4bench.signals import sigterm_raises
 from t4bench.spec import RunSpec
-from t4bench.tracking import liveness, names
-from t4bench.tracking.run import RunTracker, contract_tags, resolved_config
+from t4bench.tracking import names, process
+from t4bench.tracking.run_facts import contract_tags, resolved_config
 
 #: telemetry summary metrics that also go into the run's printed summary
 _ENERGY_SUMMARY = (names.ENERGY_TO_TRAIN_KJ, names.AVG_POWER_W, names.MAX_TEMP_C, names.THROTTLED_FRACTION)
@@ -39,33 +40,24 @@ class WindowedLog(MLPerfLog):
     def __init__(self, path: Path | None, benchmark: str) -> None:
         super().__init__(path, benchmark)
         self.window: telemetry.Telemetry = telemetry.Off("not started")
+        #: called before init_stop (and run_start, for a loop without init_stop): rank 0 waits
+        #: there, in the untimed init, for its MLflow run
+        self.before_timing: Callable[[], object] = lambda: None
 
     def start(self, key: str, value: Any = None, **metadata: Any) -> None:
+        if key == constants.RUN_START:
+            self.before_timing()
         super().start(key, value, **metadata)
         if key == constants.RUN_START:
             self.window.mark_start()
             gc_pause.resume()  # training collects only what training makes
 
     def end(self, key: str, value: Any = None, **metadata: Any) -> None:
+        if key == constants.INIT_STOP:
+            self.before_timing()
         if key == constants.RUN_STOP:
             self.window.mark_stop()
         super().end(key, value, **metadata)
-
-
-def _telemetry_sink(tracking_uri: str, run_id: str) -> telemetry.Sink:
-    """Telemetry points to MLflow from the sampler thread, on a client of its own."""
-    from mlflow.entities import Metric
-
-    from t4bench.tracking.client import mlflow_client
-
-    client = mlflow_client(tracking_uri)
-
-    def sink(points: list[telemetry.MetricPoint]) -> None:
-        metrics = [Metric(name, value, stamp, step) for name, value, stamp, step in points]
-        for start in range(0, len(metrics), 100):
-            client.log_batch(run_id, metrics=metrics[start : start + 100])
-
-    return sink
 
 
 class RankRecords:
@@ -77,7 +69,10 @@ class RankRecords:
     ) -> None:
         main = env.is_main
         self.cfg, self.env, self.output_dir = cfg, env, output_dir
-        self.tracker = RunTracker(str(cfg.tracking.uri), run_id) if main else RunTracker.disabled()
+        if not main:
+            process.discard()  # only rank 0 tracks the run
+        # MLflow in a tracking process when the command started one (t4bench.tracking.process)
+        self.tracker = process.tracker(str(cfg.tracking.uri) if main else "", run_id)
         budget = None if cfg.input.synthetic else int(cfg.max_epochs)  # throughput runs have no epochs
         self.progress = ProgressReporter(str(cfg.progress), enabled=main, max_epochs=budget)
         self.mlperf = WindowedLog(output_dir / names.MLPERF_LOG_FILE if main else None, str(cfg.model.name))
@@ -89,18 +84,25 @@ class RankRecords:
         self.init_started = init_started
         self.wall_s = 0.0
         self.energy: dict[str, float] = {}
-        self.heartbeat: liveness.Heartbeat | None = None
+        self.heartbeat: process.Stoppable | None = None
+        #: the run's id as rank 0 broadcast it, on every rank of a group of several
+        self.shared_run_id = ""
 
-    def open(self, session: RankSession, bench_cls: type[Benchmark]) -> str:
-        """The MLPerf init, the MLflow run (made, or adopted) with its tags, telemetry; the run id."""
+    def open(self, session: RankSession, bench_cls: type[Benchmark]) -> None:
+        """The MLPerf init, the MLflow run (made, or adopted) with its tags, telemetry. A tracking
+        process makes the run while this one builds data and model: `run_id` waits for it, and
+        run_start does, so no run trains without its MLflow run."""
         cfg, env = self.cfg, self.env
         self.mlperf.start(constants.INIT_START)
-        run_id = session.broadcast(self.tracker.start(cfg, env, contract_tags(cfg, env, bench_cls)))
+        self.tracker.begin(cfg, env, contract_tags(cfg, env, bench_cls))
+        if env.world_size > 1:  # every rank names the run: rank 0's id, now
+            self.shared_run_id = session.broadcast(self.tracker.run_id or "")
         if env.is_main:
-            self.telemetry = self._start_telemetry(run_id)
-            if run_id:  # host/pid/heartbeat tags: `python -m t4bench.runs repair` closes it if this process dies
-                self.heartbeat = liveness.Heartbeat(str(cfg.tracking.uri), run_id).start()
+            self.telemetry = self._start_telemetry()
+            if self.tracker.enabled:  # host/pid/heartbeat tags: `t4bench runs repair` closes it if this process dies
+                self.heartbeat = self.tracker.heartbeat()
             self.mlperf.window = self.telemetry
+            self.mlperf.before_timing = lambda: self.run_id
         global_batch = int(cfg.model.batch_size) * env.world_size
         self.tracker.set_tags(
             {
@@ -116,9 +118,13 @@ class RankRecords:
         self.tracker.log_metrics(
             {names.GLOBAL_BATCH_SIZE_METRIC: global_batch, names.WORLD_SIZE_METRIC: env.world_size}
         )
-        return run_id
 
-    def _start_telemetry(self, run_id: str) -> telemetry.Telemetry:
+    @property
+    def run_id(self) -> str:
+        """The MLflow run's id ("" without one); rank 0 waits for a tracking process making it."""
+        return self.shared_run_id or self.tracker.run_id or ""
+
+    def _start_telemetry(self) -> telemetry.Telemetry:
         settings = self.env.hw.get("telemetry") or {}
         return telemetry.start(
             enabled=bool(settings.get("enabled", True)),
@@ -126,13 +132,13 @@ class RankRecords:
             gpus=max(self.env.local_world_size, 1),
             interval_s=float(settings.get("interval_s", 1.0)),
             log_interval_s=float(settings.get("log_interval_s", 10.0)),
-            sink=_telemetry_sink(str(self.cfg.tracking.uri), run_id) if run_id else None,
+            sink=self.tracker.telemetry_sink() if self.tracker.enabled else None,
         )
 
-    def run_started(self, run_id: str) -> None:
+    def run_started(self) -> None:
         for callback in self.callbacks:
             if hasattr(callback, "on_run_start"):
-                callback.on_run_start(run_id)
+                callback.on_run_start(self.run_id)
 
     def services(self, init_started: float) -> RunServices:
         return RunServices(self.mlperf, self.progress, self.tracker, self.callbacks, init_started)
@@ -142,6 +148,7 @@ class RankRecords:
 
     def killed(self) -> None:
         self.status, self.outcome = names.KILLED, names.OUTCOME_KILLED
+        self.tracker.stopping()  # a run a stalled store still makes is not waited for
 
     def close(self) -> None:
         """Close the MLPerf log and telemetry, and end the MLflow run with its artifacts and status."""
@@ -153,7 +160,10 @@ class RankRecords:
         if self.energy:
             self.tracker.log_metrics(self.energy)
         tracker = self.tracker
-        if not tracker.enabled or not tracker.run_id:
+        if not tracker.enabled:
+            return
+        if not tracker.run_id:  # none made; a tracking process still making one closes it so
+            tracker.end(self.status)
             return
         config_file = self.output_dir / names.RESOLVED_CONFIG_FILE
         config_file.parent.mkdir(parents=True, exist_ok=True)
@@ -193,23 +203,25 @@ def run_rank(cfg: RunSpec, env: RunEnvironment, output_dir: Path, run_id: str | 
     records = RankRecords(cfg, env, output_dir, run_id, init_started)
     try:
         with sigterm_raises():
-            run_id = records.open(session, bench_cls)
+            records.open(session, bench_cls)
             seeding.seed_python(int(cfg.seed))
             session.seed(int(cfg.seed))
             records.mlperf.event(constants.SEED, int(cfg.seed))
-            records.run_started(run_id)
+            records.run_started()
             records.finished(session.train(bench_cls, records.services(init_started)))
     except (KeyboardInterrupt, RunTerminated) as stop:
         records.killed()
         if isinstance(stop, RunTerminated):
-            stop.run_id = records.tracker.run_id or ""
+            stop.run_id = records.run_id
+            if records.tracker.run_pending:
+                stop.closed = "no MLflow run had been created (the tracking store had not made it yet)"
         raise
     except T4BenchError as err:  # the one line names the run it ended (t4bench.__main__)
-        err.run_id = records.tracker.run_id or ""
+        err.run_id = records.run_id
         raise
     finally:
         records.close()
-    summary = summarize(records.result, run_id)
+    summary = summarize(records.result, records.run_id)
     summary[names.RUN_WALL_S] = records.wall_s
     summary.update({k: v for k, v in records.energy.items() if k in _ENERGY_SUMMARY})
     records.progress.summary(f"{cfg.model.name} ({cfg.scale.name}) on {env.hw.name} x{env.world_size}", summary)

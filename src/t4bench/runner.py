@@ -110,8 +110,10 @@ def _spawn_ranks(
     """hw.count=N without an outer launcher: make the MLflow run, start N ranks on it with the
     framework's `spawn` (PyTorch: torch elastic_launch, or horovod.run for dist=horovod), and mark
     it FAILED/KILLED if they die."""
+    from t4bench.tracking import process
     from t4bench.tracking.run import RunTracker, contract_tags
 
+    process.discard()  # the ranks track the run on this process's run: here it only makes and fails it
     # ranks are fresh interpreters without Hydra: hand them the spec with ${...} resolved here
     resolved = spec.resolved()
     tracker = RunTracker(str(spec.tracking.uri), run_id or None)

@@ -18,7 +18,9 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from types import FrameType
+from typing import Any
 
 from t4bench.errors import RunTerminated
 
@@ -73,22 +75,42 @@ def sigterm_raises() -> Iterator[None]:
 
 
 #: the signals that stop a sweep: held while a trial is claimed (see `hold_stop`)
-_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-def hold_stop() -> set[int | signal.Signals] | None:
-    """Hold SIGTERM and SIGINT back (the kernel keeps them pending) until `release`: a trial claimed
-    from the study is RUNNING there before the code that fails and requeues it on a stop signal has
-    started, so a signal in between would leave it RUNNING. Returns the mask to give `release`;
-    None off the main thread (signals reach only the main thread's handlers) or without
-    pthread_sigmask."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+@dataclass
+class Held:
+    """Stop signals held back by `hold_stop`: the handlers to restore, and what came meanwhile."""
+
+    previous: dict[int, Any]
+    came: list[int] = field(default_factory=list)
+
+
+def hold_stop() -> Held | None:
+    """Hold SIGTERM and SIGINT back until `release`: a trial claimed from the study is RUNNING
+    there before the code that fails and requeues it on a stop signal has started, so a signal in
+    between would leave it RUNNING. Their handlers only note the signal meanwhile; a signal mask
+    would not do, as the kernel hands a process's signal to any thread that does not block it
+    (MLflow's and Optuna's threads), whose note then runs the main thread's handler anyway. None
+    off the main thread (handlers are set only there)."""
+    if threading.current_thread() is not threading.main_thread():
         return None
-    return signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    held = Held({})
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        held.came.append(signum)
+
+    for stop in _STOP_SIGNALS:
+        held.previous[stop] = signal.signal(stop, note)
+    return held
 
 
-def release(held: set[int | signal.Signals] | None) -> None:
-    """Restore the mask `hold_stop` returned: a signal that came meanwhile is delivered now, and its
-    handler raises at the caller's next bytecode."""
-    if held is not None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+def release(held: Held | None) -> None:
+    """Restore the handlers `hold_stop` replaced; a signal that came meanwhile is raised again now,
+    and its handler runs at the caller's next bytecode."""
+    if held is None:
+        return
+    for stop, handler in held.previous.items():
+        signal.signal(stop, handler)
+    if held.came:
+        signal.raise_signal(held.came[0])

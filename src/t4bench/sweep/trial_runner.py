@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,7 +109,7 @@ class TrialRunner:
                 return results, max_epochs, True
         return results, max_epochs, False
 
-    def run(self, trial: Any, held: set[int | signal.Signals] | None = None) -> str:
+    def run(self, trial: Any, held: signals.Held | None = None) -> str:
         """Run `trial` to its end; returns its final state name. `held`: the stop signals the caller
         held back while it claimed the trial (`signals.hold_stop`), released inside the guard."""
         from optuna.trial import TrialState

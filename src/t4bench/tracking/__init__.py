@@ -8,6 +8,9 @@
   or in its tag file; `epoch_metrics`: what a run logs at each evaluation; `run_names`: names that fit
   the UI's Run Name column; `experiments`: classic-ML experiments and the UI's address;
   `system_metrics`: MLflow's own CPU/GPU monitor on the run
+- `process` and `worker`: a run's tracking in a process of its own, so that the training process
+  never imports MLflow; `run_facts`: what a run records of itself as plain values (params, name,
+  contract tags), which both trackers use
 - `liveness`: a run's heartbeat and the repair of runs whose process is gone; `search`: paged
   searches; `runs_command`: `t4bench runs list|repair` (also `python -m t4bench.runs`)
 - `sweep_layout`: a sweep's parent, trial and seed runs; `optuna_runs`: those of an Optuna sweep

@@ -79,11 +79,12 @@ def process_alive(pid: int, start_time: str | None = None) -> bool:
     return start_time is None or len(fields) <= 19 or fields[19] == start_time
 
 
-def owner_tags(interval_s: float = DEFAULT_INTERVAL_S) -> dict[str, str]:
+def owner_tags(interval_s: float = DEFAULT_INTERVAL_S, pid: int | None = None) -> dict[str, str]:
     """The tags that make a RUNNING run this process's (host, pid, the pid's start time and
     namespace) with a first heartbeat now: given to `create_run` itself, a run can never exist
-    without them, however the process dies."""
-    pid = os.getpid()
+    without them, however the process dies. `pid`: the training process, when a tracking process
+    on the same host writes for it (t4bench.tracking.process); this one by default."""
+    pid = os.getpid() if pid is None else pid
     return {
         names.HOST: socket.gethostname(),
         names.PID: str(pid),
@@ -96,7 +97,9 @@ def owner_tags(interval_s: float = DEFAULT_INTERVAL_S) -> dict[str, str]:
 
 class Heartbeat:
     """Tags `run_id` with host/pid at start and the time every `interval_s` until `stop()`.
-    `owned`: the run was created with `owner_tags` (or took them over), so only the beats remain."""
+    `owned`: the run was created with `owner_tags` (or took them over), so only the beats remain.
+    `owner_pid`: the training process whose run this is, when it is not this process (a tracking
+    process beats for it: its fault point then fires in the training process, before the call)."""
 
     def __init__(
         self,
@@ -105,8 +108,10 @@ class Heartbeat:
         interval_s: float = DEFAULT_INTERVAL_S,
         repair_on_start: bool = True,
         owned: bool = False,
+        owner_pid: int | None = None,
     ) -> None:
         self.run_id = run_id
+        self.owner_pid = owner_pid
         self.interval_s = interval_s
         self.repair_on_start = repair_on_start
         self.owned = owned
@@ -118,8 +123,9 @@ class Heartbeat:
         if not self.owned:
             from t4bench import faults
 
-            faults.kill_point("training.run_created")  # the run exists, nothing says whose it is
-            take_over(self._client, self.run_id, self.interval_s)
+            if self.owner_pid is None:
+                faults.kill_point("training.run_created")  # the run exists, nothing says whose it is
+            take_over(self._client, self.run_id, self.interval_s, self.owner_pid)
         self._thread = threading.Thread(target=self._loop, name="t4bench-heartbeat", daemon=True)
         self._thread.start()
         return self
@@ -157,11 +163,11 @@ class Heartbeat:
                     log.warning("t4bench: heartbeat of run %s not written: %s", self.run_id, err)
 
 
-def take_over(client: Any, run_id: str, interval_s: float = DEFAULT_INTERVAL_S) -> None:
-    """Make an existing run this process's (one batch: all owner tags or none)."""
+def take_over(client: Any, run_id: str, interval_s: float = DEFAULT_INTERVAL_S, pid: int | None = None) -> None:
+    """Make an existing run this process's, or `pid`'s (one batch: all owner tags or none)."""
     from mlflow.entities import RunTag
 
-    client.log_batch(run_id, tags=[RunTag(k, v) for k, v in owner_tags(interval_s).items()])
+    client.log_batch(run_id, tags=[RunTag(k, v) for k, v in owner_tags(interval_s, pid).items()])
 
 
 @dataclass(frozen=True)

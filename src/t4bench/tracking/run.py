@@ -19,110 +19,44 @@ Experiments are made classic-ML (not GenAI) with a description (`t4bench.trackin
 
 from __future__ import annotations
 
-import contextlib
-import importlib.metadata
 import logging
-import platform
-import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any
 
 from mlflow.entities import Metric, Param
-from omegaconf import OmegaConf
 
-import t4bench
-from t4bench.spec import HwSpec
-from t4bench.tracking import experiments, names, run_names, system_metrics
+from t4bench.tracking import experiments, liveness, names, system_metrics
 from t4bench.tracking.client import mlflow_client
 from t4bench.tracking.run_config import RunConfig
+from t4bench.tracking.run_facts import (
+    BenchmarkKind,
+    RunOpening,
+    RunPlace,
+    contract_tags,
+    default_run_name,
+    flatten,
+    opening,
+    resolved_config,
+    software_versions,
+)
 from t4bench.tracking.tags import chunks, create_run, fold_tags, store_tags
 
+# the plain-value part of a run's record lives in run_facts (no MLflow); named here too for the
+# modules and tests that import it from this one
+__all__ = [
+    "BenchmarkKind",
+    "RunPlace",
+    "RunTracker",
+    "contract_tags",
+    "default_run_name",
+    "flatten",
+    "resolved_config",
+    "software_versions",
+]
+
 log = logging.getLogger(__name__)
-
-_VERSIONED = (
-    "torch",
-    "torchvision",
-    "mlflow",
-    "hydra-core",
-    "optuna",
-    "nvidia-ml-py",
-    "tensorflow",
-    "horovod",
-    # the quality metrics: BLEU and COCO mAP can shift between versions
-    "sacrebleu",
-    "sentencepiece",
-    "pycocotools",
-)
-
-
-class RunPlace(Protocol):
-    """What a run records of where it trains (`t4bench.run_env.RunEnvironment` is one: named
-    here, not imported, so tracking stays below run_env, which spells its tags from tracking.names)."""
-
-    @property
-    def hw(self) -> HwSpec: ...
-
-    @property
-    def world_size(self) -> int: ...
-
-
-class BenchmarkKind(Protocol):
-    """What a run records of its benchmark class (`t4bench.benchmark.Benchmark`'s class attributes)."""
-
-    framework: ClassVar[str]
-    throughput_unit: ClassVar[str]
-
-
-def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    """{'model': {'lr': 1}} -> {'model.lr': '1'}; lists stay one value."""
-    flat: dict[str, str] = {}
-    for key, value in tree.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat.update(flatten(value, f"{name}."))
-        else:
-            flat[name] = str(value)
-    return flat
-
-
-def resolved_config(cfg: RunConfig, env: RunPlace) -> dict[str, Any]:
-    """The config as the run used it: `${...}` resolved, and `hw` the profile trained on (`hw=auto`
-    resolved, hw.count = the ranks), so params and resolved_config.yaml say what ran."""
-    container = cfg.logged_config()
-    container.pop("hydra", None)
-    container["hw"] = OmegaConf.to_container(env.hw.rest, resolve=True)
-    return container
-
-
-def software_versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for package in _VERSIONED:
-        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-            versions[package] = importlib.metadata.version(package)
-    # a source checkout on PYTHONPATH (no pip install) has no distribution metadata
-    versions["t4bench"] = t4bench.__version__
-    return versions
-
-
-def git_commit() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-def default_run_name(cfg: RunConfig, env: RunPlace) -> str:
-    """The run's name when tracking.run_name gives none (t4bench.tracking.run_names.job)."""
-    return run_names.job(cfg, env.hw.name, env.world_size)
 
 
 def _artifact_location(tracking_uri: str, experiment: str) -> str | None:
@@ -176,18 +110,32 @@ class RunTracker:
         """Create the run (or adopt `self.run_id` made by a launcher) and log config + tags."""
         if self.client is None:
             return ""
-        self.system_metrics_interval_s = system_metrics.interval_from(cfg)  # a bad value: before any run
+        return self.open(opening(cfg, env, tags))  # a bad value raises here: before any run
+
+    @property
+    def run_pending(self) -> bool:
+        return False  # made in this process: there when `begin` returns
+
+    def stopping(self) -> None:
+        pass  # nothing is made elsewhere that a stop could wait on
+
+    def begin(self, cfg: RunConfig, env: RunPlace, tags: Mapping[str, str]) -> None:
+        """`start` (the Tracker protocol's name: a tracking process may finish it later)."""
+        self.start(cfg, env, tags)
+
+    def open(self, values: RunOpening) -> str:
+        """`start` from plain values (a tracking process receives these, `run_facts.opening`)."""
+        if self.client is None:
+            return ""
+        self.system_metrics_interval_s = values.system_metrics_interval_s
         adopted = self.run_id is not None
         if self.run_id is None:
-            experiment_id = self.ensure_experiment(str(cfg.tracking.experiment))
-            name = str(cfg.tracking.run_name or default_run_name(cfg, env))
-            self.run_id = create_run(self.client, experiment_id, name, tags)
+            experiment_id = self.ensure_experiment(values.experiment)
+            self.run_id = create_run(self.client, experiment_id, values.name, values.tags)
         else:  # a run made by a launcher (mlflow run): give it the contract's name too
-            self.client.update_run(self.run_id, name=str(cfg.tracking.run_name or default_run_name(cfg, env)))
-            self.set_tags(tags)
-        params = flatten(resolved_config(cfg, env))
-        for where in ("resume", "checkpoint.dir"):  # a resumed run changes them: not what ran
-            params.pop(where, None)
+            self.client.update_run(self.run_id, name=values.name)
+            self.set_tags(values.tags)
+        params = dict(values.params)
         if adopted:  # a resumed run keeps the params it started with; what changed becomes tags
             logged = self.client.get_run(self.run_id).data.params
             changed = {k: v[:6000] for k, v in params.items() if k in logged and logged[k] != v[:6000]}
@@ -201,9 +149,12 @@ class RunTracker:
             store_tags(self.client, self.run_id, tags)
 
     def log_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None:
+        self.log_stamped(metrics, step, int(time.time() * 1000))
+
+    def log_stamped(self, metrics: Mapping[str, float], step: int, stamp_ms: int) -> None:
+        """`log_metrics` at the time they were measured (a tracking process writes them later)."""
         self._monitor_system()
-        now = int(time.time() * 1000)
-        self._log_batch(metrics=[Metric(k, float(v), now, step) for k, v in metrics.items()])
+        self._log_batch(metrics=[Metric(k, float(v), stamp_ms, step) for k, v in metrics.items()])
 
     def log_epoch(self, epoch: int, metrics: Mapping[str, float]) -> None:
         self.log_metrics(metrics, step=epoch)
@@ -211,6 +162,23 @@ class RunTracker:
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
         if self.client is not None and self.run_id and path.exists():
             self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def heartbeat(self) -> liveness.Heartbeat:
+        """The run's heartbeat, started (host/pid tags now, the time every interval)."""
+        assert self.tracking_uri is not None and self.run_id
+        return liveness.Heartbeat(self.tracking_uri, self.run_id).start()
+
+    def telemetry_sink(self) -> Callable[[Sequence[tuple[str, float, int, int]]], None]:
+        """Telemetry points to the run, from the sampler's thread, on a client of its own."""
+        assert self.tracking_uri is not None and self.run_id
+        client, run_id = mlflow_client(self.tracking_uri), self.run_id
+
+        def sink(points: Sequence[tuple[str, float, int, int]]) -> None:
+            metrics = [Metric(name, value, stamp, step) for name, value, stamp, step in points]
+            for chunk in chunks(metrics):
+                client.log_batch(run_id, metrics=chunk)
+
+        return sink
 
     def end(self, status: str) -> None:
         """FINISHED, FAILED or KILLED — never left RUNNING."""
@@ -249,28 +217,3 @@ class RunTracker:
             client.log_batch(run_id, metrics=chunk)
         for param_chunk in chunks(params or []):
             client.log_batch(run_id, params=param_chunk)
-
-
-def contract_tags(cfg: RunConfig, env: RunPlace, bench_cls: type[BenchmarkKind]) -> dict[str, str]:
-    """The tags every run carries from its creation (reports and sweeps filter on them)."""
-    tags = {
-        names.MODEL: str(cfg.model.name),
-        names.HW: str(env.hw.name),
-        names.HW_COUNT: str(env.world_size),
-        names.SCALE: str(cfg.scale.name),
-        names.DATA: "synthetic" if cfg.input.synthetic else "real",
-        names.FRAMEWORK: str(bench_cls.framework),
-        names.THROUGHPUT_UNIT: str(bench_cls.throughput_unit),
-        names.SEED: str(cfg.seed),
-        names.OUTCOME: names.OUTCOME_RUNNING,
-    }
-    tags.update({f"{names.VERSION_PREFIX}{k}": v for k, v in software_versions().items()})
-    commit = git_commit()
-    if commit:
-        tags[names.MLFLOW_GIT_COMMIT] = commit
-    if cfg.tracking.sweep_id:
-        tags[names.SWEEP_ID] = str(cfg.tracking.sweep_id)
-    if cfg.tracking.parent_run_id:
-        tags[names.MLFLOW_PARENT_RUN_ID] = str(cfg.tracking.parent_run_id)
-    tags.update(cfg.tags)  # the user's tracking.tags, then the runner's derived ones
-    return tags
