@@ -2,6 +2,8 @@
 
     python scripts/schedule_unit.py --store sqlite:///multirun/schedule_unit/mlflow.db \
         --csv docs/convergence/schedule_unit.csv --plot docs/convergence/schedule_unit.png
+    python scripts/schedule_unit.py --rows A.csv B.csv --csv both.csv --summary S.csv --plot P.png
+        # the rows of earlier CSVs (stores made by separate calls), joined: no store needed
 
 CSV: one row per run (model, N, unit, seed, epochs_to_converge, outcome); N is the run's
 t4bench.emulated_world_size tag (1 where it has none: no emulation). Plot: mean epochs-to-converge
@@ -121,6 +123,18 @@ def plot(table: list[dict[str, Any]], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def read_rows(paths: list[Path], models: list[str]) -> list[dict[str, Any]]:
+    """The rows of per-run CSVs `--csv` wrote, typed as `collect` makes them, in its order."""
+    rows = []
+    for path in paths:
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                if row["model"] in models:
+                    rows.append({**row, "N": int(row["N"]), "seed": int(row["seed"]),
+                                 "epochs_to_converge": float(row["epochs_to_converge"] or math.nan)})  # fmt: skip
+    return sorted(rows, key=lambda r: (r["model"], r["unit"], r["N"], r["seed"]))
+
+
 def write_csv(path: Path, rows: list[dict[str, Any]], fields: list[str]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
@@ -132,16 +146,18 @@ def write_csv(path: Path, rows: list[dict[str, Any]], fields: list[str]) -> None
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--store", required=True, help="MLflow tracking URI of the experiment's runs")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--store", help="MLflow tracking URI of the experiment's runs")
+    source.add_argument("--rows", type=Path, nargs="+", help="per-run CSVs this script wrote (joined)")
     parser.add_argument("--models", nargs="+", default=["gnmt", "transformer"])
     parser.add_argument("--scale", default="ding")
     parser.add_argument("--csv", type=Path, required=True)
     parser.add_argument("--plot", type=Path, default=None)
     parser.add_argument("--summary", type=Path, default=None, help="per model/unit/N statistics CSV")
     args = parser.parse_args()
-    rows = collect(args.store, args.models, args.scale)
+    rows = collect(args.store, args.models, args.scale) if args.store else read_rows(args.rows, args.models)
     if not rows:
-        raise SystemExit(f"no schedule-unit runs in {args.store}")
+        raise SystemExit(f"no schedule-unit runs in {args.store or ' '.join(map(str, args.rows))}")
     write_csv(args.csv, rows, COLUMNS)
     table = summary(rows)
     if args.summary is not None:

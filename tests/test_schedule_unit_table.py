@@ -47,3 +47,16 @@ def test_summary_ratio_to_n1_with_a_ci_that_contains_it(table: ModuleType) -> No
     assert (by_n[2]["runs"], by_n[2]["converged"], by_n[2]["mean"]) == (5, 4, 23.0)  # the NaN is counted, not averaged
     assert by_n[2]["ratio_to_n1"] == pytest.approx(23.0 / 12.0, abs=1e-3)
     assert by_n[2]["ci_low"] < by_n[2]["ratio_to_n1"] < by_n[2]["ci_high"]
+
+
+def test_rows_written_then_read_back_give_the_same_summary(table: ModuleType, tmp_path: Path) -> None:
+    rows = [row(1, s, e) for s, e in enumerate([10.0, 12.0, 14.0])] + [row(2, 0, math.nan, "not_converged")]
+    rows = [{k: v for k, v in r.items() if k != "start"} for r in rows]
+    first, second = tmp_path / "a.csv", tmp_path / "b.csv"
+    table.write_csv(first, rows[:2], table.COLUMNS)
+    table.write_csv(second, rows[2:], table.COLUMNS)
+    back = table.read_rows([second, first], ["gnmt"])
+    assert [(r["N"], r["seed"]) for r in back] == [(1, 0), (1, 1), (1, 2), (2, 0)]  # collect's order
+    assert math.isnan(back[-1]["epochs_to_converge"]) and back[-1]["outcome"] == "not_converged"
+    assert repr(table.summary(back)) == repr(table.summary(rows))  # repr: NaN cells equal too
+    assert table.read_rows([first], ["transformer"]) == []
