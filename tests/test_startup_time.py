@@ -14,6 +14,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "startup_time.py"
 
 
+def _script(cwd: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, str(SCRIPT), *args]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
 def _table(stdout: str) -> dict[str, list[str]]:
     """The markdown table's rows: first cell -> the other cells."""
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in stdout.splitlines() if line.startswith("|")]
@@ -22,13 +27,7 @@ def _table(stdout: str) -> dict[str, list[str]]:
 
 @pytest.mark.slow
 def test_one_arm_breaks_the_default_run_into_ordered_phases(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--after", str(ROOT), "--repeats", "1"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = _script(tmp_path, "--after", str(ROOT), "--repeats", "1", timeout=600)
     assert done.returncode == 0, done.stderr
     table = _table(done.stdout)
     spans = ["imports + compose + checks", "store + data + model", "train = TTT", "summary + exit"]
@@ -51,13 +50,7 @@ def test_one_arm_breaks_the_default_run_into_ordered_phases(tmp_path: Path) -> N
 
 @pytest.mark.slow
 def test_plain_runs_without_importtime_and_leaves_the_import_rows_empty(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--after", str(ROOT), "--repeats", "1", "--plain"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = _script(tmp_path, "--after", str(ROOT), "--repeats", "1", "--plain", timeout=600)
     assert done.returncode == 0, done.stderr
     table = _table(done.stdout)
     imports = [row for label, row in table.items() if label.startswith("... of which imports")]
@@ -69,13 +62,7 @@ def test_plain_runs_without_importtime_and_leaves_the_import_rows_empty(tmp_path
 
 
 def test_a_tree_without_t4bench_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--before", str(tmp_path), "--after", str(ROOT)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _script(tmp_path, "--before", str(tmp_path), "--after", str(ROOT), timeout=60)
     assert (done.returncode, done.stdout, list(tmp_path.iterdir())) == (2, "", [])
     assert done.stderr.splitlines() == [
         f"startup_time.py: error: --before {tmp_path.resolve()}: no src/t4bench in it (a checkout root?)"
