@@ -174,6 +174,7 @@ def main() -> None:
     runs_out = out.with_name(out.stem + "_runs.csv")
     work_root = (args.work_dir or Path(tempfile.mkdtemp(prefix="runs_per_hour-"))).resolve()
     peak, base_rate, base_epoch_rate, base_epochs = args.peak_gib, None, None, None
+    base_span_rate: float | None = None
     summary, per_run = [], []
     try:
         runs_at = {int(k): int(v) for k, v in (item.split(":") for item in args.runs_at.split(",") if item)}
@@ -189,13 +190,18 @@ def main() -> None:
         if n == 1 and peak is None:  # what NVML saw in use with one run at a time (context included)
             peak = max_used
         rate = len(rows) / wall * 3600
+        ends = [r["end_ms"] for r in rows if r["end_ms"] is not None]  # none: no run of this N ended
         # epochs trained per hour: a fair rate when N=1 ran fewer seeds (--n1-runs) whose mean
         # epochs-to-converge differs from the full seed set's
         epoch_rate = sum(r["epochs_run"] for r in rows if not math.isnan(r["epochs_run"])) / wall * 3600
+        # the same rate over the runs' own span (first start to last end): without the sweep
+        # process's start and summary, which a sweep of few runs (N=1's) pays over fewer runs
+        span = (max(ends) - min(r["start_ms"] for r in rows)) / 1000 if ends else None
+        span_rate = len(rows) / span * 3600 if span else None
+        base_span_rate = base_span_rate or (span_rate if n == 1 else None)
         base_rate = base_rate or (rate if n == 1 else None)
         base_epoch_rate = base_epoch_rate or (epoch_rate if n == 1 else None)
         epochs = epochs_key(rows)
-        ends = [r["end_ms"] for r in rows if r["end_ms"] is not None]  # none: no run of this N ended
         base_epochs = base_epochs if base_epochs is not None else (epochs if n == 1 else None)
         # N=1 may have run fewer seeds (--n1-runs): compare the seeds both ran
         same = base_epochs is not None and all(epochs[s] == base_epochs[s] for s in epochs.keys() & base_epochs)
@@ -203,8 +209,10 @@ def main() -> None:
             {
                 "n": n, "mps": args.mps if n > 1 else "off", "runs": len(rows), "wall_s": round(wall, 1),
                 # first run's start to last run's end: the wall less the sweep process's start and summary
-                "jobs_span_s": round((max(ends) - min(r["start_ms"] for r in rows)) / 1000, 1) if ends else "",
+                "jobs_span_s": round(span, 1) if span else "",
                 "runs_per_hour": round(rate, 1), "speedup_vs_n1": round(rate / base_rate, 2) if base_rate else "",
+                "span_runs_per_hour": round(span_rate, 1) if span_rate else "",
+                "span_speedup_vs_n1": round(span_rate / base_span_rate, 2) if span_rate and base_span_rate else "",
                 "epochs_per_hour": round(epoch_rate, 1),
                 "epoch_speedup_vs_n1": round(epoch_rate / base_epoch_rate, 2) if base_epoch_rate else "",
                 "max_gpu_memory_used_gib": round(max_used, 1) if max_used is not None else "",

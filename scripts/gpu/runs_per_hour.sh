@@ -17,7 +17,8 @@ source scripts/gpu/study_common.sh
 # its own process group: at the time limit the sweep's runs end too, not the script alone (`timeout`
 # signalled only its child, and an N=8 sweep went on writing its store while it was packed)
 # shellcheck disable=SC2086  # RPH_ARGS: several arguments
-setsid ${PYTHON:-python3} perf/runs_per_hour.py --work-dir "$work" \
+# --hw: the card that came (run.sh's HW), unless RPH_ARGS names one (argparse: the last wins)
+setsid ${PYTHON:-python3} perf/runs_per_hour.py --work-dir "$work" --hw "${HW:-h200}" \
   --csv "$results/runs_per_hour.csv" ${RPH_ARGS:-} --set hw.loader_workers=0 &
 leader=$!
 end_groups "${RPH_LIMIT_S:-420}" "$leader"
