@@ -9,5 +9,5 @@ results=${RESULTS:-${OUT:-/tmp}}
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 # shellcheck disable=SC2086  # EAB_ARGS: several arguments
 timeout "${EAB_LIMIT_S:-300}" ${PYTHON:-python3} perf/epoch_ab.py --csv "$results/epoch_ab${EAB_TAG:-}.csv" \
-  ${EAB_ARGS:-} "hw=${HW:-h200}" hw.loader_workers=0
+  ${EAB_ARGS:-} "hw=${HW:-h200}"
 echo "epoch_ab.py exited $?"
