@@ -221,7 +221,7 @@ class RemoteTracker:
 
     def __init__(self, worker: Worker, tracking_uri: str, run_id: str | None) -> None:
         self.worker, self.tracking_uri = worker, tracking_uri
-        self._run_id, self._begun = run_id, False
+        self._run_id, self._begun, self._asked = run_id, False, False
         #: until when `run_id` waits for the run (None: until it is made; `stopping` sets it)
         self._deadline: float | None = None
         # the store is opened (a new one made) while this process goes on; a relative URI means
@@ -242,8 +242,7 @@ class RemoteTracker:
     def begin_with(self, values: RunOpening) -> None:
         """`begin` from the run's plain values."""
         self.worker.send("start", values)
-        self.worker.ask("run_id")  # answered once the run is made; read where the id is needed
-        self._run_id, self._begun = None, True
+        self._run_id, self._begun, self._asked = None, True, False
 
     def stopping(self) -> None:
         if self._deadline is None:
@@ -258,6 +257,9 @@ class RemoteTracker:
         """The run's id; the first read after `begin` waits for the worker to have made it, and
         raises (once) what kept it from doing so. After `stopping`, None while it is still made."""
         if self._begun:
+            if not self._asked:
+                self.worker.ask("run_id")
+                self._asked = True
             try:
                 wait_s = None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
                 came, value = self.worker.answer(wait_s)
