@@ -3,7 +3,7 @@ run in a fresh process, the arms' order rotated every repeat (a benchmark: figur
 asserted):
 
     python perf/epoch_ab.py model=gnmt scale=ding hw=h100 --epochs 4 --repeats 2 \\
-        --arm default:perf=default --arm profile: --arm gpu_data:perf.gpu_data=true --csv out.csv
+        --arm default:perf=default --arm profile: --csv out.csv
 
 An arm is NAME:OVERRIDES (space-separated Hydra overrides, none for the profile as composed); the
 first arm is the baseline. Per run the per-epoch `train_time_s` metric is read back from its own

@@ -33,9 +33,8 @@ class RunTerminated(BaseException):
 
     #: the MLflow run closed as KILLED on the way out (empty: none existed yet)
     run_id: str = ""
-    #: what the stop line says instead of the run id: what was closed when it was not one run (a
-    #: sweep controller: its jobs), or why no run was closed (the tracking store had not made it
-    #: yet when the signal came: t4bench.rank)
+    #: what was closed on the way out when it was not one run (a sweep controller: its jobs);
+    #: said instead of the run id
     closed: str = ""
 
 

@@ -16,11 +16,10 @@ from typing import Any, ClassVar, NamedTuple
 
 import torch
 from torch import nn
-from torch.utils.data import Dataset
+from torch.utils.data import DataLoader, Dataset
 
-from t4bench.benchmark import Batches, Benchmark
+from t4bench.benchmark import Benchmark
 from t4bench.benchmarks import data_checks, registry
-from t4bench.benchmarks.shared_seq2seq.gpu_data import ResidentPairs, resident_epoch
 from t4bench.benchmarks.shared_seq2seq.parts import (
     UNK,
     Tokenizer,
@@ -33,7 +32,6 @@ from t4bench.benchmarks.shared_seq2seq.parts import (
 from t4bench.benchmarks.shared_seq2seq.translation import bleu as corpus_bleu
 from t4bench.errors import DatasetMissingError
 from t4bench.pytorch.context import RunContext, chunked
-from t4bench.pytorch.perf import PerfOptions
 from t4bench.spec import RunSpec
 
 
@@ -106,8 +104,6 @@ class TranslationBenchmark(Benchmark[RunContext]):
     pairs longer than this many subword tokens on either side are dropped), eval_max_sentences
     (optional cap on the test set), synthetic_src_len / synthetic_tgt_len (reference shapes).
     cfg.model.arch.vocab_size is used only without a tokenizer (synthetic mode).
-    With `perf.gpu_data` the training pairs live on the run's device and batches are built there
-    (`t4bench.benchmarks.shared_seq2seq.gpu_data`): the same batches, without per-step collation.
     """
 
     throughput_unit: ClassVar[str] = "tokens/s"
@@ -117,7 +113,6 @@ class TranslationBenchmark(Benchmark[RunContext]):
         self.model_cfg = cfg.model
         data = cfg.model.data
         self.tokenizer: Tokenizer | None = None
-        self.resident: ResidentPairs | None = None
         self.train_pairs: list[tuple[list[int], list[int]]] = []
         self.dropped = Dropped()
         if self.synthetic:
@@ -133,8 +128,6 @@ class TranslationBenchmark(Benchmark[RunContext]):
             self.tokenizer.encode(train_src), self.tokenizer.encode(train_tgt), max_len
         )
         self._lengths = [max(len(s), len(t)) for s, t in self.train_pairs]
-        if self.train_pairs and PerfOptions.from_config(cfg, ctx.device).gpu_data:
-            self.resident = ResidentPairs(self.train_pairs, ctx.device)
         limit = data.get("eval_max_sentences")
         self.test_src, self.test_ref = data_checks.read_parallel(files["test.src"], files["test.tgt"], limit)
         self._test_ids = self.tokenizer.encode(self.test_src)
@@ -186,9 +179,7 @@ class TranslationBenchmark(Benchmark[RunContext]):
         generator = torch.Generator().manual_seed(self.ctx.sampling_seed * 100_003 + epoch)
         return bucketed_batches(self._lengths, int(self.model_cfg.batch_size), generator)
 
-    def train_batches(self, epoch: int) -> Batches:
-        if self.resident is not None:
-            return resident_epoch(self.resident, self.ctx, self._epoch_batches(epoch), epoch)
+    def train_batches(self, epoch: int) -> DataLoader[TranslationBatch]:
         dataset = _BatchList(self.train_pairs, self._epoch_batches(epoch))
         return self.ctx.make_loader(dataset, 1, epoch=epoch, shuffle=True, collate_fn=_first)
 
