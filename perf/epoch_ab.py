@@ -10,15 +10,17 @@ first arm is the baseline. Per run the per-epoch `train_time_s` metric is read b
 SQLite MLflow store; epoch 1 is left out of the figure (it holds the first use of every batch shape:
 kernel choice, allocator growth), so each run gives the median of epochs 2..E. Printed per arm: the
 median over repeats, its ratio to the baseline's (above 1: faster than the baseline) and the last
-epoch's training loss (a NaN loss makes the time meaningless; the same seed and batches give close
-losses). Runs use `seed=--seed` and `max_epochs=E`: choose E below the model's epochs to converge
-(GNMT and Transformer ding: 10 or more), as a run that stops early is refused.
+epoch's training loss (a run whose loss is not finite is refused: its seconds are no training speed;
+the same seed and batches give close losses). Runs use `seed=--seed` and `max_epochs=E`: choose E
+below the model's epochs to converge (GNMT and Transformer ding: 10 or more), as a run that stops
+early is refused.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import math
 import os
 import statistics
 import subprocess
@@ -30,8 +32,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run_arm(overrides: list[str], arm: list[str], epochs: int, seed: int, workdir: Path) -> dict[str, Any]:
-    """One whole run; its per-epoch training seconds and last training loss."""
+def run_arm(name: str, overrides: list[str], arm: list[str], epochs: int, seed: int, workdir: Path) -> dict[str, Any]:
+    """One whole run of arm `name`; its per-epoch training seconds and last training loss. Exits
+    in one line when the run fails, stops before `epochs` or ends with a non-finite loss (its
+    seconds would not be a training speed)."""
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
@@ -43,14 +47,17 @@ def run_arm(overrides: list[str], arm: list[str], epochs: int, seed: int, workdi
     ]  # fmt: skip
     done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True)
     if done.returncode != 0:
-        sys.exit(f"{' '.join(arm) or 'profile'}: exit {done.returncode}: {done.stderr.strip()[-500:]}")
+        sys.exit(f"{name}: exit {done.returncode}: {done.stderr.strip()[-500:]}")
     client = MlflowClient(uri)
     (run,) = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
     history = sorted(client.get_metric_history(run.info.run_id, "train_time_s"), key=lambda m: m.step)
     losses = sorted(client.get_metric_history(run.info.run_id, "train_loss"), key=lambda m: m.step)
     if len(history) != epochs:
-        sys.exit(f"{' '.join(arm) or 'profile'}: {len(history)} epochs, not {epochs} (converged early: lower --epochs)")
-    return {"epoch_s": [m.value for m in history], "loss": losses[-1].value if losses else float("nan")}
+        sys.exit(f"{name}: {len(history)} epochs, not {epochs} (converged early: lower --epochs)")
+    loss = losses[-1].value if losses else float("nan")
+    if not math.isfinite(loss):
+        sys.exit(f"{name}: last training loss {loss}: no training speed from a run that diverged")
+    return {"epoch_s": [m.value for m in history], "loss": loss}
 
 
 def main() -> None:
@@ -70,7 +77,7 @@ def main() -> None:
         order = arms[repeat % len(arms) :] + arms[: repeat % len(arms)]  # rotated: a drift weighs on all
         for name, arm in order:
             with tempfile.TemporaryDirectory(prefix="epoch_ab-") as tmp:
-                result = run_arm(args.overrides, arm, args.epochs, args.seed, Path(tmp))
+                result = run_arm(name, args.overrides, arm, args.epochs, args.seed, Path(tmp))
             later = result["epoch_s"][1:]
             rows.append(
                 {
